@@ -1,0 +1,39 @@
+# CacheCraft Lab. Two commands do everything: `make reproduce` and `make test` (README).
+# Each creates .venv if needed and installs into it. torch is pinned to the CPU build that installs in
+# seconds here; a GPU user installs a CUDA build of torch into .venv first (README), which is kept.
+
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+TORCH_SPEC ?= torch==2.13.0
+PROFILE ?= cpu
+STAMP := $(VENV)/.cachecraft-installed
+
+.PHONY: install test reproduce lab lint clean-notebooks train-tiny
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	@$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/pip install --quiet --disable-pip-version-check "$(TORCH_SPEC)"
+	$(BIN)/pip install --quiet --disable-pip-version-check -e ".[dev]"
+	$(BIN)/python -m ipykernel install --sys-prefix --name cachecraft --display-name "Python (cachecraft .venv)" >/dev/null
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+test: install
+	$(BIN)/python -m pytest -q
+
+reproduce: install
+	$(BIN)/cachecraft reproduce --profile $(PROFILE)
+
+lab: install
+	$(BIN)/jupyter lab --notebook-dir=notebooks
+
+lint: install
+	$(BIN)/ruff check .
+
+clean-notebooks: install
+	$(BIN)/python -c "import sys; from cachecraft_lib.notebooks import strip_outputs; [strip_outputs(p) for p in sys.argv[1:]]" notebooks/*.ipynb
+
+train-tiny: install
+	$(BIN)/cachecraft train-tiny

@@ -1,0 +1,134 @@
+"""The ``cachecraft`` command line: ``cachecraft SUBCOMMAND --help`` explains each one."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+from .profiles import PROFILES
+
+
+def _cmd_reproduce(args: argparse.Namespace) -> int:
+    from .notebooks import NotebookFailed, list_notebooks, run_notebook
+
+    books = list_notebooks(args.only)
+    out = Path(args.out) if args.out else None
+    print(f"cachecraft reproduce: profile {args.profile}, {len(books)} notebook(s)")
+    total = time.time()
+    for book in books:
+        print(f"  running {book.name} ...", flush=True)
+        try:
+            run = run_notebook(book, args.profile, out_dir=out, figures=args.figures, progress=args.progress)
+        except NotebookFailed as err:
+            print(f"FAILED: {err}", file=sys.stderr)
+            return 1
+        print(f"  done    {book.name} in {run.seconds:.0f}s -> {run.executed}")
+    print(f"all notebooks ran in {time.time() - total:.0f}s")
+    return 0
+
+
+def _cmd_ruler_generate(args: argparse.Namespace) -> int:
+    from .ruler import generate
+
+    start = time.time()
+    df = generate(args.length, args.tokenizer, samples_per_task=args.samples, seed=args.seed,
+                  tasks=args.tasks, progress=True)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    df.to_parquet(out / f"ruler_{args.length}.parquet", index=False)
+    meta = {k: v for k, v in df.attrs.items()}
+    (out / f"ruler_{args.length}.json").write_text(json.dumps(meta, indent=2))
+    print(f"wrote {len(df)} rows ({df.task.nunique()} tasks) to {out} in {time.time() - start:.1f}s; "
+          f"offline substitutes: {', '.join(meta['substitutes']) or 'none'}")
+    return 0
+
+
+def _cmd_ruler_score(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from .ruler import score
+
+    path = Path(args.predictions)
+    if not path.is_file():
+        print(f"error: {path} does not exist (expected KVPress's predictions.csv)", file=sys.stderr)
+        return 2
+    try:
+        df = pd.read_csv(path)
+        scores = score(df, prediction_column=args.column)
+    except (ValueError, pd.errors.ParserError) as err:
+        print(f"error: cannot score {path}: {err}", file=sys.stderr)
+        return 2
+    print(json.dumps({k: {"string_match": v} for k, v in scores.items()}, indent=2))
+    return 0
+
+
+def _cmd_train_tiny(args: argparse.Namespace) -> int:
+    from .tiny.train import Recipe, train
+
+    recipe = Recipe(steps=args.steps) if args.steps else Recipe()
+    out = train(args.out, recipe, resume=not args.fresh, save_every=args.save_every, threads=args.threads,
+                max_minutes=args.max_minutes)
+    print(f"weights in {out}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="cachecraft", description=(
+        "CacheCraft Lab: reproduce the CacheCraft paper (KV-cache eviction policies found by program "
+        "evolution, and FRC) on the embedded tiny model or on the paper's models."))
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("reproduce", help="run the notebooks in order with papermill",
+                       description="Execute every notebook (or --only some) under a profile; executed copies go "
+                                   "to runs/notebooks/<profile>/ and figures to figures/ (cpu) or runs/<profile>/figures.")
+    p.add_argument("--profile", default="cpu", choices=sorted(PROFILES), help="scale to run at (default: cpu)")
+    p.add_argument("--only", nargs="+", metavar="NN", help="notebook prefixes or names, e.g. 03 04_decomposition")
+    p.add_argument("--out", help="folder for the executed notebooks")
+    p.add_argument("--figures", help="folder for figures and tables")
+    p.add_argument("--progress", action="store_true", help="show papermill's per-cell progress bar")
+    p.set_defaults(func=_cmd_reproduce)
+
+    ruler = sub.add_parser("ruler", help="generate or score RULER",
+                           description="RULER in KVPress's schema: generate offline, or score predictions.")
+    rsub = ruler.add_subparsers(dest="ruler_command", required=True, metavar="ACTION")
+    g = rsub.add_parser("generate", help="generate offline RULER to a parquet file",
+                        description="Generate the 13 RULER tasks (offline substitutes labelled) for a tokenizer.")
+    g.add_argument("--length", type=int, required=True, help="token budget per sample, e.g. 4096")
+    g.add_argument("--tokenizer", required=True, help="local tokenizer folder or Hugging Face id")
+    g.add_argument("--samples", type=int, default=500, help="samples per task (default 500)")
+    g.add_argument("--seed", type=int, default=42)
+    g.add_argument("--tasks", nargs="+", help="subset of tasks (default: all 13)")
+    g.add_argument("--out", required=True, help="output folder")
+    g.set_defaults(func=_cmd_ruler_generate)
+    s = rsub.add_parser("score", help="score a KVPress predictions.csv",
+                        description="Per-task RULER scores and their unweighted mean, as KVPress computes them.")
+    s.add_argument("predictions", help="predictions.csv with task, answer and predicted_answer columns")
+    s.add_argument("--column", default="predicted_answer", help="prediction column (default predicted_answer)")
+    s.set_defaults(func=_cmd_ruler_score)
+
+    t = sub.add_parser("train-tiny", help="train the embedded tiny model from scratch (resumable)",
+                       description="Train the embedded GQA Llama on offline RULER; resumes from the last checkpoint.")
+    t.add_argument("--out", default=str(PROFILES["cpu"].models[0]), help="model folder (default: the shipped one)")
+    t.add_argument("--steps", type=int, help="total optimisation steps (default: the recipe's)")
+    t.add_argument("--fresh", action="store_true", help="ignore existing checkpoints and start over")
+    t.add_argument("--save-every", type=int, default=100, help="checkpoint interval in steps")
+    t.add_argument("--threads", type=int, help="torch CPU threads")
+    t.add_argument("--max-minutes", type=float, help="stop cleanly at a checkpoint after this long")
+    t.set_defaults(func=_cmd_train_tiny)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,85 @@
+"""Named scales for every notebook and command: ``smoke`` (CI), ``cpu`` (default), ``paper`` (GPU).
+
+A notebook's ``parameters`` cell names a profile; every size it uses comes from here, so one
+switch moves the whole suite between the embedded model on a laptop and the paper's grid.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from .paths import MODELS
+
+EMBEDDED_MODEL = str(MODELS / "tiny-ruler-llama")
+PAPER_MODELS = ("meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen3-8B")
+PAPER_RATIOS = (0.25, 0.50, 0.75, 0.80, 0.88)
+PAPER_METHODS = ("frc", "chunkkv", "snapkv", "adasnapkv", "finch", "expected_attention")
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One scale of the suite. ``embedded`` marks results that come from the stand-in model."""
+
+    name: str
+    description: str
+    models: tuple[str, ...]
+    lengths: tuple[int, ...]
+    ratios: tuple[float, ...]
+    methods: tuple[str, ...]
+    samples_per_task: int | None  # None = the full 500 per task
+    ruler_source: str = "auto"  # auto | hf | offline
+    embedded: bool = False
+    seed: int = 42
+    device: str | None = None  # None = cuda if available, else cpu
+    dtype: str = "auto"
+    query_aware: bool = False
+    feature_queries: int = 64  # Q: tail queries of the shared attention pass
+    feature_window: int = 32  # W: the "local" window of the last queries
+    latency_lengths: tuple[int, ...] = ()
+    latency_repeats: int = 10
+    search_iterations: int = 0
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def label(self) -> str:
+        """How results of this profile are labelled in tables and figures."""
+        if self.embedded:
+            return f"embedded tiny model ({self.name} profile), not the paper's models"
+        return f"{', '.join(m.split('/')[-1] for m in self.models)} ({self.name} profile)"
+
+
+PROFILES: dict[str, Profile] = {
+    "smoke": Profile(
+        name="smoke", description="CI scale: minutes on two CPU cores; checks that everything runs",
+        models=(EMBEDDED_MODEL,), lengths=(1024, 2048), ratios=(0.5, 0.88), methods=("frc", "snapkv", "chunkkv"),
+        samples_per_task=2, ruler_source="offline", embedded=True, device="cpu", dtype="float32",
+        latency_lengths=(1024,), latency_repeats=2, search_iterations=3),
+    "cpu": Profile(
+        name="cpu", description="default main job: the embedded model on two CPU cores, the paper's grid shape",
+        models=(EMBEDDED_MODEL,), lengths=(1024, 2048), ratios=PAPER_RATIOS, methods=PAPER_METHODS,
+        samples_per_task=10, ruler_source="offline", embedded=True, device="cpu", dtype="float32",
+        latency_lengths=(1024, 2048), latency_repeats=10, search_iterations=12),
+    "paper": Profile(
+        name="paper", description="the paper's grid on a GPU with Hugging Face access",
+        models=PAPER_MODELS, lengths=(4096, 8192), ratios=PAPER_RATIOS, methods=PAPER_METHODS,
+        samples_per_task=None, ruler_source="hf", embedded=False, device="cuda", dtype="bfloat16",
+        latency_lengths=(4096, 8192), latency_repeats=100, search_iterations=25),
+}
+
+
+def get_profile(name: str | Profile, **overrides: Any) -> Profile:
+    """The named profile, with any field overridden (unknown fields are an error, not ignored)."""
+    if isinstance(name, Profile):
+        profile = name
+    else:
+        if name not in PROFILES:
+            raise ValueError(f"unknown profile {name!r}; choose one of {sorted(PROFILES)}")
+        profile = PROFILES[name]
+    unknown = set(overrides) - set(Profile.__dataclass_fields__)
+    if unknown:
+        raise ValueError(f"unknown profile field(s) {sorted(unknown)}; known: {sorted(Profile.__dataclass_fields__)}")
+    return replace(profile, **{k: tuple(v) if isinstance(v, list) else v for k, v in overrides.items()})

@@ -1,0 +1,1 @@
+"""The embedded default model: its tokenizer and training recipe (``cachecraft train-tiny``)."""

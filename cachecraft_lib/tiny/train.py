@@ -1,0 +1,308 @@
+"""Train the embedded default model: a tiny GQA Llama that solves offline RULER on a CPU.
+
+The recipe is a staged curriculum over the 13 RULER tasks rendered exactly as KVPress renders a
+row without a chat template (see ``render``), at mixed lengths up to the ``cpu`` profile's longest
+context. Loss is weighted towards answer tokens (the context carries little signal). Data for step
+``s`` is drawn from ``Random(seed, s)``, so a resumed run sees exactly the batches a straight run
+would. Weights are saved with ``save_pretrained`` to the shipped folder at every checkpoint.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import random
+import re
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm.auto import tqdm
+
+from ..ruler.dataset import fit_haystack
+from ..ruler.tasks import GENERATORS, TaskState
+from ..ruler.templates import NIAH_PREFIX, NIAH_TEMPLATE, TASKS, fill, niah_number, split_context_question
+from ..ruler.tokens import as_counter
+from .render import answer_text, render_ids
+
+NIAH_TASKS = tuple(t for t in TASKS if t.startswith("niah"))
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One curriculum stage: until ``until`` (share of all steps), which tasks, which lengths."""
+
+    until: float
+    tasks: tuple[str, ...]
+    lengths: tuple[int, ...]
+
+
+@dataclass
+class Recipe:
+    """Everything that defines the embedded model and its training run (saved in the model card)."""
+
+    name: str = "tiny-ruler-llama"
+    vocab_size: int = 4096
+    hidden_size: int = 256
+    num_layers: int = 4
+    num_heads: int = 8
+    num_kv_heads: int = 4
+    intermediate_size: int = 640
+    rope_theta: float = 10000.0
+    max_position_embeddings: int = 4096
+    seed: int = 1234
+    steps: int = 12000
+    batch_tokens: int = 4096
+    lr: float = 1.5e-3
+    warmup: int = 150
+    context_loss_weight: float = 0.02
+    stages: tuple[Stage, ...] = field(default_factory=lambda: (
+        Stage(0.25, NIAH_TASKS, (320, 384, 512, 768, 1024)),
+        Stage(0.60, TASKS, (384, 512, 768, 1024, 1536, 2048)),
+        Stage(1.00, TASKS, (768, 1024, 1024, 1536, 2048, 2048, 2200)),
+    ))
+
+
+def build_model(recipe: Recipe, tokenizer: Any):
+    """A fresh ``LlamaForCausalLM`` with RoPE and grouped-query attention (sdpa), seeded."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=recipe.hidden_size, intermediate_size=recipe.intermediate_size,
+        num_hidden_layers=recipe.num_layers, num_attention_heads=recipe.num_heads,
+        num_key_value_heads=recipe.num_kv_heads, head_dim=recipe.hidden_size // recipe.num_heads,
+        max_position_embeddings=recipe.max_position_embeddings, rope_theta=recipe.rope_theta,
+        tie_word_embeddings=True, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id, attn_implementation="sdpa")
+    torch.manual_seed(recipe.seed)
+    return LlamaForCausalLM(config)
+
+
+class SampleStream:
+    """Training sequences of any task at any length, sized once per (task, length) like RULER."""
+
+    def __init__(self, tokenizer: Any, seed: int) -> None:
+        self.tokenizer = tokenizer
+        self.count = as_counter(tokenizer)
+        self.seed = seed
+        self._fit: dict[tuple[str, int], int | None] = {}
+
+    def haystack_size(self, task: str, length: int) -> int | None:
+        key = (task, length)
+        if key not in self._fit:
+            try:
+                self._fit[key] = fit_haystack(task, length, self.count, self.seed)
+            except ValueError:  # the task does not fit this short a length
+                self._fit[key] = None
+        return self._fit[key]
+
+    def sample(self, task: str, length: int, rng: random.Random, extra_questions: int = 8) -> Row | None:
+        """One context with its RULER question and, for NIAH, extra questions about other needles.
+
+        Each (question, answer) block sees the context and itself only (block mask, positions
+        restarting after the context), which is exactly KVPress's multi-question rendering:
+        dense answer supervision without changing what the model sees at evaluation.
+        """
+        n = self.haystack_size(task, length)
+        if n is None:
+            return None
+        n = max(1, int(n * rng.uniform(0.85, 1.0)))  # vary fill so the model sees every depth scale
+        text, answers = GENERATORS[task].build(n, rng, TaskState(length, rng.randrange(1 << 30)))
+        context, question, prefix = split_context_question(text, task)
+        qas = [(question, prefix, answers)]
+        if task.startswith("niah") and extra_questions:
+            qas += niah_extra_questions(context, question, rng, extra_questions)
+        ctx_ids = render_ids(self.tokenizer, context, "", "")[0]
+        ids, weights, blocks = list(ctx_ids), [0.0] * len(ctx_ids), [0] * len(ctx_ids)
+        positions = list(range(len(ctx_ids)))
+        for b, (q_text, q_prefix, q_answers) in enumerate(qas, start=1):
+            _, q, a = render_ids(self.tokenizer, "", q_text, q_prefix, answer_text(task, q_answers))
+            ids += q + a
+            weights += [0.0] * len(q) + [1.0] * len(a)
+            blocks += [b] * (len(q) + len(a))
+            positions += list(range(len(ctx_ids), len(ctx_ids) + len(q) + len(a)))
+        return Row(ids, weights, blocks, positions)
+
+
+@dataclass
+class Row:
+    """One training sequence: ids, loss weights, block id (0 = context) and position id per token."""
+
+    ids: list[int]
+    weights: list[float]
+    blocks: list[int]
+    positions: list[int]
+
+
+_NEEDLE = re.compile(r"One of the special magic (numbers|uuids) for ([\w-]+) is: ([\w-]+)\.")
+
+
+def niah_extra_questions(context: str, asked: str, rng: random.Random, limit: int) -> list[tuple[str, str, list[str]]]:
+    """Questions, in RULER's own wording, about needles of ``context`` other than the one ``asked``."""
+    by_key: dict[str, list[str]] = {}
+    found = _NEEDLE.findall(context)
+    for _, key, value in found:
+        by_key.setdefault(key, []).append(value)
+    kind = found[0][0] if found else "numbers"  # one value type per context
+    keys = [k for k in by_key if k not in asked]
+    out = []
+    for key in rng.sample(keys, min(limit, len(keys))):
+        values = by_key[key]
+        singular = len(values) == 1
+        template = niah_number(NIAH_TEMPLATE + NIAH_PREFIX, singular)
+        text = fill(template, type_needle_v=kind[:-1] if singular else kind, context="", query=key)
+        _, question, prefix = split_context_question(text, "niah_single_1")
+        out.append((question, prefix, values))
+    return out
+
+
+def _stage(recipe: Recipe, step: int) -> Stage:
+    frac = step / max(recipe.steps, 1)
+    return next((s for s in recipe.stages if frac < s.until), recipe.stages[-1])
+
+
+def make_batch(stream: SampleStream, recipe: Recipe, step: int, pad_id: int) -> dict[str, torch.Tensor]:
+    """The batch of step ``step``: one length, random tasks of the current stage, right-padded,
+    with a block-causal 4D mask so extra questions see only the context and themselves."""
+    rng = random.Random(recipe.seed * 1_000_003 + step)
+    stage = _stage(recipe, step)
+    length = rng.choice(stage.lengths)
+    tasks = [t for t in stage.tasks if stream.haystack_size(t, length) is not None]
+    if not tasks:
+        raise ValueError(f"no task of the stage fits {length} tokens; raise the stage's lengths")
+    rows: list[Row] = []
+    while sum(len(r.ids) for r in rows) < recipe.batch_tokens or not rows:
+        rows.append(stream.sample(rng.choice(tasks), length, rng))
+    width = max(len(r.ids) for r in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    weights = torch.zeros((len(rows), width))
+    positions = torch.zeros((len(rows), width), dtype=torch.long)
+    blocks = torch.full((len(rows), width), -1, dtype=torch.long)
+    for i, r in enumerate(rows):
+        n = len(r.ids)
+        ids[i, :n] = torch.tensor(r.ids)
+        w = torch.tensor(r.weights)
+        weights[i, :n] = torch.where(w > 0, w, torch.full_like(w, recipe.context_loss_weight))
+        positions[i, :n] = torch.tensor(r.positions)
+        positions[i, n:] = torch.arange(width - n) + (r.positions[-1] + 1)
+        blocks[i, :n] = torch.tensor(r.blocks)
+    q_idx = torch.arange(width)
+    causal = q_idx[None, :] <= q_idx[:, None]
+    same = (blocks[:, None, :] == 0) | (blocks[:, None, :] == blocks[:, :, None])
+    allowed = causal[None] & (same | (blocks[:, :, None] < 0) & (q_idx[None, None, :] == q_idx[None, :, None]))
+    mask = torch.zeros(allowed.shape).masked_fill_(~allowed, float("-inf"))[:, None]
+    return {"input_ids": ids, "weights": weights, "position_ids": positions, "attention_mask": mask}
+
+
+def weighted_loss(model, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, float]:
+    """Next-token cross-entropy weighted per target token; also the answer-token accuracy."""
+    ids, weights = batch["input_ids"], batch["weights"]
+    logits = model(input_ids=ids, attention_mask=batch["attention_mask"],
+                   position_ids=batch["position_ids"]).logits[:, :-1].float()
+    targets = ids[:, 1:]
+    w = weights[:, 1:]
+    ce = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),
+                                           reduction="none").view_as(targets)
+    loss = (ce * w).sum() / w.sum().clamp_min(1e-8)
+    answer = w == 1.0
+    acc = ((logits.argmax(-1) == targets) & answer).sum().item() / max(answer.sum().item(), 1)
+    return loss, acc
+
+
+def _lr(recipe: Recipe, step: int) -> float:
+    if step < recipe.warmup:
+        return recipe.lr * (step + 1) / recipe.warmup
+    progress = (step - recipe.warmup) / max(recipe.steps - recipe.warmup, 1)
+    return recipe.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0))))
+
+
+def _recipe_json(recipe: Recipe) -> dict:
+    return json.loads(json.dumps(asdict(recipe)))
+
+
+def train(out_dir: str | Path, recipe: Recipe | None = None, tokenizer_dir: str | Path | None = None,
+          resume: bool = True, save_every: int = 100, threads: int | None = None,
+          max_minutes: float | None = None) -> Path:
+    """Train (or resume) the embedded model into ``out_dir``; returns the folder.
+
+    Weights and ``trainer_state.json`` are written every ``save_every`` steps; the optimizer
+    state goes to ``out_dir/.optim.pt`` (ignored by git). ``max_minutes`` stops cleanly at a checkpoint.
+    """
+    from transformers import AutoTokenizer, LlamaForCausalLM
+
+    from .tokenizer import train_tokenizer
+
+    recipe = recipe or Recipe()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if threads:
+        torch.set_num_threads(threads)
+    state_path, optim_path, log_path = out / "trainer_state.json", out / ".optim.pt", out / "train_log.csv"
+
+    if resume and state_path.exists():
+        state = json.loads(state_path.read_text())
+        if state["recipe"] != _recipe_json(recipe):
+            raise ValueError(f"{state_path} was written by another recipe; pass resume=False (or --fresh) "
+                             f"to start over, or use the recipe stored there")
+        tokenizer = AutoTokenizer.from_pretrained(out)
+        model = LlamaForCausalLM.from_pretrained(out, attn_implementation="sdpa", dtype=torch.float32)
+        step, elapsed = state["step"], state["elapsed_s"]
+    else:
+        tokenizer = (AutoTokenizer.from_pretrained(tokenizer_dir) if tokenizer_dir
+                     else train_tokenizer(out, vocab_size=recipe.vocab_size, seed=recipe.seed))
+        model = build_model(recipe, tokenizer)
+        step, elapsed = 0, 0.0
+        log_path.unlink(missing_ok=True)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    model.to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=recipe.lr, betas=(0.9, 0.95), weight_decay=0.05)
+    if resume and optim_path.exists() and step > 0:
+        optimizer.load_state_dict(torch.load(optim_path, weights_only=True, map_location=device))
+
+    stream = SampleStream(tokenizer, recipe.seed)
+    model.train()
+    started = time.time()
+    new_log = not log_path.exists()
+    with open(log_path, "a", newline="") as log_file, tqdm(total=recipe.steps, initial=step, desc="train-tiny") as bar:
+        writer = csv.writer(log_file)
+        if new_log:
+            writer.writerow(["step", "loss", "answer_acc", "length", "lr", "elapsed_s"])
+        while step < recipe.steps:
+            batch = {k: v.to(device) for k, v in make_batch(stream, recipe, step, tokenizer.pad_token_id).items()}
+            for group in optimizer.param_groups:
+                group["lr"] = _lr(recipe, step)
+            loss, acc = weighted_loss(model, batch)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            step += 1
+            now = elapsed + time.time() - started
+            writer.writerow([step, f"{loss.item():.4f}", f"{acc:.3f}", batch['input_ids'].shape[1], f"{_lr(recipe, step):.2e}",
+                             f"{now:.0f}"])
+            bar.set_postfix(loss=f"{loss.item():.3f}", acc=f"{acc:.2f}", L=batch['input_ids'].shape[1])
+            bar.update(1)
+            out_of_time = max_minutes is not None and (time.time() - started) > 60 * max_minutes
+            if step % save_every == 0 or step == recipe.steps or out_of_time:
+                log_file.flush()
+                _checkpoint(model, tokenizer, optimizer, out, recipe, step, now)
+            if out_of_time:
+                break
+    return out
+
+
+def _checkpoint(model, tokenizer, optimizer, out: Path, recipe: Recipe, step: int, elapsed: float) -> None:
+    """Weights (safetensors) and tokenizer in ``out``, optimizer beside them, state last (atomic rename)."""
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    torch.save(optimizer.state_dict(), out / ".optim.pt.tmp")
+    (out / ".optim.pt.tmp").replace(out / ".optim.pt")
+    n_params = sum(p.numel() for p in model.parameters())
+    state = {"step": step, "elapsed_s": round(elapsed), "parameters": n_params, "recipe": _recipe_json(recipe),
+             "torch": torch.__version__, "threads": torch.get_num_threads()}
+    tmp = out / "trainer_state.json.tmp"
+    tmp.write_text(json.dumps(state, indent=2))
+    tmp.replace(out / "trainer_state.json")
