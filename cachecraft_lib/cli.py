@@ -76,6 +76,14 @@ def _cmd_train_tiny(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_tiny_card(args: argparse.Namespace) -> int:
+    from .tiny.card import build_card
+
+    path = build_card(args.model, tuple(args.lengths), args.samples)
+    print(f"model card written to {path}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="cachecraft", description=(
         "CacheCraft Lab: reproduce the CacheCraft paper (KV-cache eviction policies found by program "
@@ -120,6 +128,14 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--threads", type=int, help="torch CPU threads")
     t.add_argument("--max-minutes", type=float, help="stop cleanly at a checkpoint after this long")
     t.set_defaults(func=_cmd_train_tiny)
+
+    c = sub.add_parser("tiny-card", help="measure the embedded model and rewrite its model card",
+                       description="Score the embedded model on fresh offline RULER through KVPress's pipeline "
+                                   "(no compression, StreamingLLM 0.88, SnapKV 0.25) and write README.md + quality.json.")
+    c.add_argument("--model", default=str(PROFILES["cpu"].models[0]), help="model folder")
+    c.add_argument("--lengths", type=int, nargs="+", default=list(PROFILES["cpu"].lengths))
+    c.add_argument("--samples", type=int, default=20, help="samples per task (default 20)")
+    c.set_defaults(func=_cmd_tiny_card)
     return parser
 
 

@@ -1,0 +1,59 @@
+"""The shipped embedded model: KVPress-exact rendering, and no regression against its model card."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cachecraft_lib.models import load_model, resolve
+from cachecraft_lib.ruler import generate
+from cachecraft_lib.tiny.card import smoke_scores
+from cachecraft_lib.tiny.render import answer_text, render_ids
+
+QUALITY = resolve("tiny") + "/quality.json"
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return load_model("tiny", device="cpu")
+
+
+def test_rendering_matches_kvpress_pipeline(tiny):
+    from kvpress import KVPressTextGenerationPipeline
+
+    model, tok = tiny
+    pipe = KVPressTextGenerationPipeline(model=model, tokenizer=tok, device="cpu")
+    df = generate(1024, tok, samples_per_task=1, tasks=["niah_single_1", "vt"])
+    for row in df.itertuples():
+        ctx, q, a = render_ids(tok, row.context, row.question, row.answer_prefix, answer_text(row.task, row.answer))
+        pre = pipe.preprocess(row.context, [row.question], row.answer_prefix, max_context_length=10**6)
+        assert pre["context_ids"][0].tolist() == ctx
+        assert pre["questions_ids"][0][0].tolist() == q
+        assert a[-1] == tok.eos_token_id
+
+
+def test_answer_text_scores_full_marks():
+    import pandas as pd
+
+    from cachecraft_lib.ruler import score
+
+    rows = [("niah_multivalue", ["1", "2", "3", "4"]), ("vt", ["AAAAA", "BBBBB"]), ("cwe", ["x", "y"]),
+            ("fwe", ["abc", "def", "ghi"]), ("qa_1", ["Paris"])]
+    df = pd.DataFrame({"task": [t for t, _ in rows], "answer": [a for _, a in rows],
+                       "predicted_answer": [answer_text(t, a) for t, a in rows]})
+    assert score(df)["aggregate"] == 100.0
+
+
+@pytest.mark.slow
+def test_shipped_weights_match_their_model_card(tiny):
+    try:
+        stored = json.loads(open(QUALITY).read())["smoke_check"]["scores"]
+    except FileNotFoundError:
+        pytest.fail(f"{QUALITY} is missing: run `cachecraft tiny-card` after training")
+    model, tok = tiny
+    now = smoke_scores(model, tok)
+    assert set(now) == set(stored)
+    assert now["aggregate"] >= stored["aggregate"] - 5, (now, stored)
+    for task in stored:
+        assert now[task] >= stored[task] - 50, (task, now, stored)  # at most one of two samples may flip
