@@ -51,6 +51,16 @@ SCALARS: tuple[str, ...] = ("L", "K", "H", "Q", "layer")
 N_SINK = 4
 
 
+def feature_table() -> list[dict[str, str]]:
+    """The feature definitions of this module's docstring as rows (name, definition) for notebooks."""
+    rows = []
+    for line in (__doc__ or "").splitlines():
+        name = line.split(" ", 1)[0]
+        if name in FEATURES and line[len(name):].startswith("  "):
+            rows.append({"feature": name, "definition": line[len(name):].strip()})
+    return rows
+
+
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
     half = x.shape[-1] // 2
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)

@@ -21,3 +21,26 @@ def ruler_1024(tokenizer):
     from cachecraft_lib.ruler import generate
 
     return generate(1024, tokenizer, samples_per_task=4, seed=42)
+
+
+@pytest.fixture(scope="session")
+def tiny_model():
+    from cachecraft_lib.models import load_model
+
+    return load_model("tiny", device="cpu")
+
+
+@pytest.fixture(scope="session")
+def tiny_rows(tiny_model):
+    from cachecraft_lib.ruler import generate
+
+    return generate(1024, tiny_model[1], samples_per_task=1, seed=11, tasks=["niah_single_1", "vt", "qa_1"])
+
+
+@pytest.fixture()
+def tiny_answerer():
+    """A fresh model copy: Finch adds a delimiter token to the model and tokenizer it runs on."""
+    from cachecraft_lib.models import load_model
+    from cachecraft_lib.pipeline import Answerer
+
+    return Answerer(*load_model("tiny", device="cpu"))

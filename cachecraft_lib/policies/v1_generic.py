@@ -14,7 +14,7 @@ WEIGHTS = (0.2, 0.2, 0.2, 0.2, 0.2)
 def score_tokens(ctx):
     signals = (maxabs(ctx.global_attn), maxabs(ctx.last_query_attn), maxabs(ctx.key_norm),
                ctx.rel_position, ctx.sink_mask)
-    return sum(w * s for w, s in zip(WEIGHTS, signals))
+    return sum(w * s for w, s in zip(WEIGHTS, signals, strict=True))
 
 
 def select_tokens_to_keep(scores, ctx):

@@ -1,0 +1,127 @@
+"""Look inside one prefill: per-layer feature contexts, where a needle sits, what a policy keeps.
+
+Used by notebooks 01 and 02 so they stay short; everything here reuses the press machinery.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+from kvpress import BasePress
+
+from . import frc
+from .features import FEATURES, FeatureContext, build_context, tail_attention
+from .policy import SelectionError, validate_selection
+
+
+@dataclass
+class LayerView:
+    """One layer of one prefill: the tail attention, its feature context and FRC's kept indices."""
+
+    layer: int
+    attn: torch.Tensor
+    ctx: FeatureContext
+    frc_kept: np.ndarray
+
+
+class _Inspect(BasePress):
+    """A press that changes nothing and records a ``LayerView`` per layer."""
+
+    def __init__(self, ratio: float, n_queries: int, window: int, chunk_length: int) -> None:
+        self.ratio, self.n_queries, self.window, self.chunk_length = ratio, n_queries, window, chunk_length
+        self.views: list[LayerView] = []
+
+    def compress(self, module, hidden_states, keys, values, attentions, kwargs):
+        attn = tail_attention(module, hidden_states, keys, kwargs["position_embeddings"], self.n_queries)
+        ctx = build_context(attn, keys, values, self.ratio, module.layer_idx, self.window, self.chunk_length)
+        scores = frc.frc_token_scores(attn, self.window)
+        kept = frc.chunk_top_k(scores, self.ratio, self.chunk_length).cpu().numpy()
+        self.views.append(LayerView(module.layer_idx, attn.cpu(), ctx, kept))
+        return keys, values
+
+
+def context_ids(tokenizer: Any, context: str) -> torch.Tensor:
+    """The prefill ids exactly as KVPress's pipeline builds them without a chat template (bos + context)."""
+    return tokenizer.encode((tokenizer.bos_token or "") + context, add_special_tokens=False, return_tensors="pt")
+
+
+def inspect_prefill(model: Any, tokenizer: Any, context: str, compression_ratio: float = 0.88,
+                    n_queries: int = 64, window: int = 32, chunk_length: int = 20) -> list[LayerView]:
+    """Prefill ``context`` once and return every layer's tail attention, features and FRC selection."""
+    press = _Inspect(compression_ratio, n_queries, window, chunk_length)
+    with torch.no_grad(), press(model):
+        model.model(input_ids=context_ids(tokenizer, context).to(model.device))
+    return press.views
+
+
+def token_span(tokenizer: Any, context: str, substring: str) -> tuple[int, int]:
+    """[start, end) token positions of ``substring`` inside the prefill of ``context`` (bos counted)."""
+    start_char = context.find(substring)
+    if start_char < 0:
+        raise ValueError(f"{substring!r} is not in the context")
+    enc = tokenizer((tokenizer.bos_token or "") + context, add_special_tokens=False, return_offsets_mapping=True)
+    shift = len(tokenizer.bos_token or "")
+    lo, hi = start_char + shift, start_char + shift + len(substring)
+    toks = [i for i, (a, b) in enumerate(enc["offset_mapping"]) if b > lo and a < hi]
+    return toks[0], toks[-1] + 1
+
+
+def features_frame(view: LayerView) -> pd.DataFrame:
+    """The 17 features of one layer as a DataFrame indexed by token position."""
+    return pd.DataFrame({name: view.ctx.features[name] for name in FEATURES})
+
+
+def mean_feature_correlation(views: list[LayerView], method: str = "spearman") -> pd.DataFrame:
+    """Feature-feature correlation averaged over layers (constant features give NaN and are dropped)."""
+    mats = [features_frame(v).corr(method=method) for v in views]
+    mean = sum(mats) / len(mats)
+    return mean.dropna(how="all").dropna(axis=1, how="all")
+
+
+def kept_share(kept: np.ndarray, span: tuple[int, int]) -> float:
+    """Share of the span's tokens that a selection keeps."""
+    lo, hi = span
+    return float(np.isin(np.arange(lo, hi), kept).mean())
+
+
+def frc_breakdown(view: LayerView, weights=frc.FRC_WEIGHTS, window: int = 32) -> pd.DataFrame:
+    """FRC step by step for one layer: raw signals, MaxAbs-normalised signals, token and chunk scores."""
+    sig = frc.frc_signals(view.attn, window)
+    out = pd.DataFrame({f"{k}_raw": sig[k].numpy() for k in ("local", "density", "maxhead")})
+    for k in ("local", "density", "maxhead"):
+        out[f"{k}_norm"] = frc.maxabs(sig[k]).numpy()
+    out["score"] = frc.frc_token_scores(view.attn, window, weights).numpy()
+    chunks = frc.chunk_scores(torch.as_tensor(out["score"].values), view.ctx.chunk_length).numpy()
+    out["chunk"] = np.arange(len(out)) // view.ctx.chunk_length
+    out["chunk_score"] = chunks[out["chunk"].values]
+    out["kept"] = np.isin(np.arange(len(out)), view.frc_kept)
+    return out
+
+
+def validator_cases(length: int, ratio: float, chunk_length: int = 20) -> pd.DataFrame:
+    """Each kind of bad selection, run through the validator: the invariant it breaks and the message."""
+    k = frc.n_kept_tokens(length, ratio)
+    good = np.arange(k)
+    cases = {
+        "valid tokenwise top-K": good,
+        "keep everything (dropped [-k:] slice)": np.arange(length),
+        "one token short": good[:-1],
+        "duplicate index": np.r_[good[:-1], good[0]],
+        "index out of range": np.r_[good[:-1], length],
+        "negative index": np.r_[good[:-1], -1],
+        "float indices": good.astype(np.float32),
+        "2-D array": good[: k - k % 2].reshape(2, -1) if k > 1 else good.reshape(1, 1),
+        "partial chunk": np.r_[np.arange(chunk_length), np.arange(chunk_length + 5, chunk_length + 10)],
+    }
+    rows = []
+    for name, idx in cases.items():
+        try:
+            validate_selection(idx, length, ratio, chunk_length)
+            rows.append({"selection": name, "accepted": True, "invariant": "", "message": ""})
+        except SelectionError as err:
+            rows.append({"selection": name, "accepted": False, "invariant": err.invariant, "message": str(err)})
+    return pd.DataFrame(rows)
