@@ -75,7 +75,7 @@ def test_seventeen_features_are_well_formed():
     assert ctx.global_attn.sum() == pytest.approx(1.0, rel=1e-4)  # attention rows sum to one
     assert ctx.key_change[0] == 0 and (ctx.key_norm > 0).all()
     with pytest.raises(AttributeError, match="features:"):
-        ctx.no_such_feature
+        _ = ctx.no_such_feature
 
 
 @pytest.mark.parametrize("ratio", [0.25, 0.5, 0.88])
