@@ -120,7 +120,9 @@ class Method:
     name: str
     build: Callable[[float], BasePress | None]
     description: str
-    needs_tokenwise_question: bool = False  # head-wise masking or layer-varying cache on CPU
+    # head-wise masking, or cache lengths that vary by layer: whole-chunk selection keeps a shorter last
+    # chunk in some layers only, which breaks the sdpa mask of a multi-token question forward on CPU
+    needs_tokenwise_question: bool = False
     needs_query_aware: bool = False  # Finch reads the question from inside the context
     paper_baseline: bool = False
 
@@ -128,11 +130,12 @@ class Method:
 REGISTRY: dict[str, Method] = {m.name: m for m in (
     Method("no_press", lambda r: None, "no compression (upper bound)", paper_baseline=True),
     Method("frc", lambda r: FRCPress(r), "FRC (CacheCraft): 0.55 local + 0.30 density + 0.15 max-head, chunks of 20",
-           paper_baseline=True),
+           needs_tokenwise_question=True, paper_baseline=True),
     Method("snapkv", lambda r: SnapKVPress(r), "SnapKV: last-64-query attention, avg-pooled (kernel 5), per head",
            paper_baseline=True),
     Method("chunkkv", lambda r: ChunkKVPress(SnapKVPress(r), chunk_length=20),
-           "ChunkKV over SnapKV scores, chunks of 20, shared across heads", paper_baseline=True),
+           "ChunkKV over SnapKV scores, chunks of 20, shared across heads", needs_tokenwise_question=True,
+           paper_baseline=True),
     Method("adasnapkv", lambda r: AdaKVPress(SnapKVPress(r)), "AdaKV over SnapKV: head-adaptive budgets",
            needs_tokenwise_question=True, paper_baseline=True),
     Method("finch", lambda r: FinchPress(r), "Finch: SnapKV with the question as window, keys re-rotated",
