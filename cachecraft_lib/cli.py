@@ -84,6 +84,29 @@ def _cmd_tiny_card(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_grid(args: argparse.Namespace) -> int:
+    from .evaluate import grid_cells, parse_shard, run_grid, select_shard
+    from .paths import DATA
+    from .profiles import get_profile
+
+    overrides = {k: v for k, v in {"lengths": args.lengths, "ratios": args.ratios,
+                                   "samples_per_task": args.samples}.items() if v}
+    profile = get_profile(args.profile, **overrides)
+    try:
+        cells = grid_cells(profile, methods=args.methods, query_aware=args.query_aware)
+        if args.shard:
+            cells = select_shard(cells, *parse_shard(args.shard))
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    out = Path(args.out) if args.out else DATA / "results" / "grid" / profile.name
+    print(f"cachecraft grid: {len(cells)} cells ({profile.label}) -> {out}")
+    summary = run_grid(cells, out, progress=True)
+    cols = ["model", "length", "method", "ratio", "aggregate"]
+    print(summary[cols].assign(model=summary.model.map(lambda m: Path(m).name)).to_string(index=False))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="cachecraft", description=(
         "CacheCraft Lab: reproduce the CacheCraft paper (KV-cache eviction policies found by program "
@@ -128,6 +151,20 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--threads", type=int, help="torch CPU threads")
     t.add_argument("--max-minutes", type=float, help="stop cleanly at a checkpoint after this long")
     t.set_defaults(func=_cmd_train_tiny)
+
+    gr = sub.add_parser("grid", help="run (or resume) the RULER grid of a profile",
+                        description="Compute every unfinished cell of the profile's grid: one result file per cell "
+                                    "(plus KVPress's predictions.csv/metrics.json/config.yaml); resumable, shardable.")
+    gr.add_argument("--profile", default="cpu", choices=sorted(PROFILES))
+    gr.add_argument("--methods", nargs="+", help="registry names (default: the profile's)")
+    gr.add_argument("--ratios", type=float, nargs="+", help="compression ratios (default: the profile's)")
+    gr.add_argument("--lengths", type=int, nargs="+", help="RULER lengths (default: the profile's)")
+    gr.add_argument("--samples", type=int, help="samples per task (default: the profile's)")
+    gr.add_argument("--query-aware", action=argparse.BooleanOptionalAction, default=None,
+                    help="put the question inside the compressed context (default: the profile's, off)")
+    gr.add_argument("--shard", metavar="i/n", help="run only shard i of n (0-based); shards merge by folder")
+    gr.add_argument("--out", help="results folder (default data/results/grid/<profile>)")
+    gr.set_defaults(func=_cmd_grid)
 
     c = sub.add_parser("tiny-card", help="measure the embedded model and rewrite its model card",
                        description="Score the embedded model on fresh offline RULER through KVPress's pipeline "

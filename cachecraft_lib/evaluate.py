@@ -97,7 +97,7 @@ def grid_cells(profile: Profile, methods: Iterable[str] | None = None, ratios: I
         raise ValueError(f"unknown method(s) {unknown}; registered: {', '.join(REGISTRY)}")
     qa = profile.query_aware if query_aware is None else query_aware
     common = dict(query_aware=qa, samples_per_task=profile.samples_per_task, seed=profile.seed,
-                  ruler_source=profile.ruler_source)
+                  ruler_source=profile.ruler_source, tasks=profile.tasks, max_new_tokens=profile.max_new_tokens)
     cells = []
     for model in profile.models:
         for length in (lengths or profile.lengths):

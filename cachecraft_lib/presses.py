@@ -28,6 +28,7 @@ from kvpress import (
 
 from . import frc
 from .features import build_context, tail_attention
+from .policies import V1_PROGRAM
 from .policy import load_policy, run_policy
 
 
@@ -147,6 +148,16 @@ REGISTRY: dict[str, Method] = {m.name: m for m in (
     Method("knorm", lambda r: KnormPress(r), "Knorm: keep the keys of smallest norm"),
     Method("tova", lambda r: TOVAPress(r), "TOVA: attention of the last token, averaged over heads"),
     Method("pyramidkv", lambda r: PyramidKVPress(r), "PyramidKV: SnapKV with budgets shrinking over layers",
+           needs_tokenwise_question=True),
+    # scorer vs structure, and the within-FRC ablation (notebook 04)
+    Method("v1_tokenwise", lambda r: PolicyPress(V1_PROGRAM, r),
+           "V1-family generic scorer (5 signals, equal weights) with tokenwise top-k"),
+    Method("frc_tokenwise", lambda r: FRCPress(r, chunked=False), "FRC scorer with tokenwise top-k"),
+    Method("frc_no_maxhead", lambda r: FRCPress(r, weights=(0.55, 0.30, 0.0)), "FRC without the max-head term",
+           needs_tokenwise_question=True),
+    Method("frc_no_density", lambda r: FRCPress(r, weights=(0.55, 0.0, 0.15)), "FRC without the density term",
+           needs_tokenwise_question=True),
+    Method("frc_local_only", lambda r: FRCPress(r, weights=(1.0, 0.0, 0.0)), "FRC with the local term only",
            needs_tokenwise_question=True),
 )}
 

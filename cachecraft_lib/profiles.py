@@ -28,6 +28,8 @@ class Profile:
     ratios: tuple[float, ...]
     methods: tuple[str, ...]
     samples_per_task: int | None  # None = the full 500 per task
+    tasks: tuple[str, ...] | None = None  # None = all 13 RULER tasks (grid, decomposition, search)
+    max_new_tokens: int | None = None  # None = each row's own (128/30/120/50/32)
     ruler_source: str = "auto"  # auto | hf | offline
     embedded: bool = False
     seed: int = 42
@@ -56,7 +58,8 @@ PROFILES: dict[str, Profile] = {
     "smoke": Profile(
         name="smoke", description="CI scale: minutes on two CPU cores; checks that everything runs",
         models=(EMBEDDED_MODEL,), lengths=(1024, 2048), ratios=(0.5, 0.88), methods=("frc", "snapkv", "chunkkv"),
-        samples_per_task=2, ruler_source="offline", embedded=True, device="cpu", dtype="float32",
+        samples_per_task=1, tasks=("niah_single_1", "niah_multikey_2", "vt", "qa_1"), max_new_tokens=12,
+        ruler_source="offline", embedded=True, device="cpu", dtype="float32",
         latency_lengths=(1024,), latency_repeats=2, search_iterations=3),
     "cpu": Profile(
         name="cpu", description="default main job: the embedded model on two CPU cores, the paper's grid shape",

@@ -12,7 +12,7 @@ def test_notebook_00_smoke(tmp_path):
     run = run_notebook(list_notebooks(["00"])[0], "smoke", out_dir=tmp_path, figures=tmp_path / "figures")
     r = run.records
     assert r["profile"] == "smoke" and r["source"] == "offline"
-    assert r["rows"] == {"1024": 26, "2048": 26}  # 13 tasks x 2 samples at each smoke length
+    assert r["rows"] == {"1024": 13, "2048": 13}  # 13 tasks x 1 sample at each smoke length
     assert r["min_budget_used"] >= 0.9
     assert r["oracle"] == {"1024": 100.0, "2048": 100.0} and r["empty"] == {"1024": 0.0, "2048": 0.0}
     assert (tmp_path / "figures" / "fig_ruler_tokens.png").exists()
