@@ -106,8 +106,7 @@ def test_paper_grid_shape():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("method", ["no_press", "frc", "snapkv", "chunkkv", "adasnapkv", "expected_attention",
-                                    "pyramidkv", "knorm", "streaming_llm", "tova"])
+@pytest.mark.parametrize("method", ["no_press", "frc", "chunkkv", "adasnapkv", "pyramidkv", "v1_tokenwise"])
 def test_shared_prefill_gives_the_pipeline_answers(tiny_model, tiny_rows, method):
     from cachecraft_lib.evaluate import SharedPrefill, _answer_shared
     from cachecraft_lib.pipeline import Answerer
@@ -115,9 +114,9 @@ def test_shared_prefill_gives_the_pipeline_answers(tiny_model, tiny_rows, method
     model, tok = tiny_model
     answerer = Answerer(model, tok)
     cell = Cell(EMBEDDED_MODEL, 1024, method, 0.75)
-    for row in tiny_rows.itertuples():
+    for row in tiny_rows.iloc[:2].itertuples():
         ids = answerer.pipe(False).preprocess(row.context, [row.question], row.answer_prefix, max_context_length=10**9)
         shared = SharedPrefill(model, ids["context_ids"])
-        a = _answer_shared(answerer, shared, cell, ids["questions_ids"][0], 12)
-        b = answerer.answer(method, 0.75, row.context, row.question, row.answer_prefix, 12)
+        a = _answer_shared(answerer, shared, cell, ids["questions_ids"][0], 8)
+        b = answerer.answer(method, 0.75, row.context, row.question, row.answer_prefix, 8)
         assert a == b, (method, row.task)

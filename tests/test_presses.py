@@ -124,16 +124,25 @@ def test_every_registry_name_answers_on_the_embedded_model(tiny_answerer, tiny_r
 
 @pytest.mark.slow
 def test_tokenwise_pipeline_matches_the_stock_pipeline(tiny_model, tiny_rows):
+    """Same answers wherever the stock pipeline works; FRC/ChunkKV break it on CPU when a layer keeps a short chunk."""
     from cachecraft_lib.pipeline import make_pipeline
 
     model, tok = tiny_model
     stock, tokenwise = make_pipeline(model, tok), make_pipeline(model, tok, tokenwise=True)
-    for name in ("no_press", "snapkv", "chunkkv", "frc", "streaming_llm"):
-        for row in tiny_rows.itertuples():
-            kwargs = dict(question=row.question, answer_prefix=row.answer_prefix, max_new_tokens=16)
-            a = stock(row.context, press=make_press(name, 0.5), **kwargs)["answer"]
-            b = tokenwise(row.context, press=make_press(name, 0.5), **kwargs)["answer"]
-            assert a == b, (name, row.task)
+    compared = 0
+    for name in ("no_press", "snapkv", "streaming_llm", "knorm", "tova", "frc", "chunkkv"):
+        for ratio in (0.5, 0.88):
+            for row in tiny_rows.itertuples():
+                kwargs = dict(question=row.question, answer_prefix=row.answer_prefix, max_new_tokens=16)
+                try:
+                    a = stock(row.context, press=make_press(name, ratio), **kwargs)["answer"]
+                except RuntimeError as err:  # layer-varying cache: the sdpa mask of a multi-token forward
+                    assert name in ("frc", "chunkkv") and "must match the size" in str(err)
+                    continue
+                b = tokenwise(row.context, press=make_press(name, ratio), **kwargs)["answer"]
+                assert a == b, (name, ratio, row.task)
+                compared += 1
+    assert compared >= 5 * 2 * len(tiny_rows)
 
 
 def test_make_press_rejects_bad_input():
