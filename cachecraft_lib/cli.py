@@ -107,6 +107,34 @@ def _cmd_grid(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_latency(args: argparse.Namespace) -> int:
+    from .latency import eight_b_shaped_llama, measure, save
+    from .models import load_model
+    from .paths import DATA
+    from .profiles import get_profile
+
+    profile = get_profile(args.profile)
+    if args.model == "8b-shaped":
+        import torch
+
+        if not torch.cuda.is_available():
+            print("error: --model 8b-shaped needs a CUDA GPU (an 8B model on CPU would take minutes per prefill)",
+                  file=sys.stderr)
+            return 2
+        model, name = eight_b_shaped_llama("cuda"), "llama-3.1-8b-shaped (random weights)"
+    else:
+        model, _ = load_model(args.model or profile.models[0], device=profile.device, dtype=profile.dtype)
+        name = Path(args.model or profile.models[0]).name
+    table = measure(model, name, args.lengths or profile.latency_lengths, args.methods, args.ratio,
+                    args.repeats or profile.latency_repeats, warmup=args.warmup)
+    out = Path(args.out) if args.out else DATA / "results" / "latency" / profile.name
+    path = save(table, out, meta={"profile": profile.name, "model": name, "ratio": args.ratio})
+    cols = ["length", "method", "mean_ms", "std_ms", "median_ms", "scoring_median_ms", "peak_mb"]
+    print(table[cols].round(2).to_string(index=False))
+    print(f"written to {path}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="cachecraft", description=(
         "CacheCraft Lab: reproduce the CacheCraft paper (KV-cache eviction policies found by program "
@@ -165,6 +193,19 @@ def build_parser() -> argparse.ArgumentParser:
     gr.add_argument("--shard", metavar="i/n", help="run only shard i of n (0-based); shards merge by folder")
     gr.add_argument("--out", help="results folder (default data/results/grid/<profile>)")
     gr.set_defaults(func=_cmd_grid)
+
+    la = sub.add_parser("latency", help="time the prefill (compression included) per method",
+                        description="Prefill wall clock (mean, std, median over repeats after warm-up), the press's "
+                                    "own scoring time and peak memory, per method and context length.")
+    la.add_argument("--profile", default="cpu", choices=sorted(PROFILES))
+    la.add_argument("--model", help="model name or path (default: the profile's), or 8b-shaped on a GPU")
+    la.add_argument("--methods", nargs="+", default=["no_press", "snapkv", "chunkkv", "frc"], help="registry names")
+    la.add_argument("--lengths", type=int, nargs="+", help="context lengths (default: the profile's)")
+    la.add_argument("--ratio", type=float, default=0.88)
+    la.add_argument("--repeats", type=int, help="timed runs (default: the profile's)")
+    la.add_argument("--warmup", type=int, default=2)
+    la.add_argument("--out", help="folder for latency.csv/json (default data/results/latency/<profile>)")
+    la.set_defaults(func=_cmd_latency)
 
     c = sub.add_parser("tiny-card", help="measure the embedded model and rewrite its model card",
                        description="Score the embedded model on fresh offline RULER through KVPress's pipeline "

@@ -79,15 +79,14 @@ def tail_attention(module: torch.nn.Module, hidden_states: torch.Tensor, keys: t
     query = get_prerope_query_states(module, hidden_states[:1, -q_len:])  # (1, H, Q, d)
     cos, sin = position_embeddings
     cos, sin = cos[:1, -q_len:].unsqueeze(1), sin[:1, -q_len:].unsqueeze(1)
-    query = (query * cos + rotate_half(query) * sin)[0]
-    n_kv, head_dim = keys.shape[1], keys.shape[3]
-    query = query.reshape(n_kv, query.shape[0] // n_kv * q_len, head_dim)
+    query = (query * cos + rotate_half(query) * sin)[0] * (1.0 / math.sqrt(keys.shape[3]))  # scale the small side
+    n_kv = keys.shape[1]
+    query = query.reshape(n_kv, -1, keys.shape[3])  # (H_kv, G*Q, d): no repeat_kv copy of the keys
     # matmul in the model's dtype (as SnapKV does), softmax in float32
-    logits = torch.matmul(query, keys[0].transpose(1, 2)).float().view(n_kv, -1, q_len, length) / math.sqrt(head_dim)
-    key_pos = torch.arange(length, device=keys.device)
-    query_pos = torch.arange(length - q_len, length, device=keys.device)
-    logits = logits.masked_fill(key_pos[None, :] > query_pos[:, None], float("-inf"))
-    return logits.softmax(dim=-1).mean(dim=1)
+    logits = torch.matmul(query, keys[0].transpose(1, 2)).view(n_kv, -1, q_len, length)
+    causal = torch.ones(q_len, q_len, dtype=torch.bool, device=keys.device).triu_(1)  # only the last Q keys
+    logits[..., length - q_len:].masked_fill_(causal, float("-inf"))
+    return logits.softmax(dim=-1, dtype=torch.float32).mean(dim=1)
 
 
 @dataclass

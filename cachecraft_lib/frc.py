@@ -26,9 +26,8 @@ FRC_SEED_WEIGHTS = (0.60, 0.25, 0.15)  # the V5 seed the search started from
 
 
 def maxabs(x: torch.Tensor) -> torch.Tensor:
-    """``x / max|x|``; an all-zero signal stays zero instead of becoming NaN."""
-    peak = x.abs().max()
-    return x / peak if peak > 0 else x
+    """``x / max|x|``; an all-zero signal stays zero instead of becoming NaN (no host sync on GPU)."""
+    return x / x.abs().amax(dim=-1, keepdim=True).clamp_min(torch.finfo(x.dtype).tiny)
 
 
 def density_window(length: int) -> int:
@@ -50,14 +49,15 @@ def frc_signals(attn: torch.Tensor, window: int = 32) -> dict[str, torch.Tensor]
     per_head = attn.mean(dim=1)  # (H_kv, L): mean over all Q queries
     abar = per_head.mean(dim=0)
     return {"local": attn[:, -window:, :].mean(dim=(0, 1)), "abar": abar, "density": density(abar),
-            "maxhead": per_head.max(dim=0).values}
+            "maxhead": per_head.amax(dim=0)}
 
 
 def frc_token_scores(attn: torch.Tensor, window: int = 32,
                      weights: tuple[float, float, float] = FRC_WEIGHTS) -> torch.Tensor:
     """s(t) = w0 * local^ + w1 * density^ + w2 * maxhead^, shape (L,)."""
     sig = frc_signals(attn, window)
-    return weights[0] * maxabs(sig["local"]) + weights[1] * maxabs(sig["density"]) + weights[2] * maxabs(sig["maxhead"])
+    normed = maxabs(torch.stack((sig["local"], sig["density"], sig["maxhead"])))  # one reduction for the three
+    return weights[0] * normed[0] + weights[1] * normed[1] + weights[2] * normed[2]
 
 
 def n_kept_tokens(length: int, compression_ratio: float) -> int:
@@ -75,10 +75,12 @@ def chunk_scores(scores: torch.Tensor, chunk_length: int = 20) -> torch.Tensor:
     """Mean token score per chunk; the last, shorter chunk is averaged over its own tokens."""
     length = scores.shape[-1]
     n_chunks = math.ceil(length / chunk_length)
+    rest = length - (n_chunks - 1) * chunk_length
     padded = torch.nn.functional.pad(scores, (0, n_chunks * chunk_length - length))
-    counts = torch.full((n_chunks,), float(chunk_length), dtype=scores.dtype, device=scores.device)
-    counts[-1] = length - (n_chunks - 1) * chunk_length
-    return padded.view(n_chunks, chunk_length).sum(-1) / counts
+    means = padded.view(n_chunks, chunk_length).sum(-1) / chunk_length
+    if rest != chunk_length:
+        means[-1] = means[-1] * (chunk_length / rest)
+    return means
 
 
 def chunk_top_k(scores: torch.Tensor, compression_ratio: float, chunk_length: int = 20) -> torch.Tensor:
@@ -87,7 +89,7 @@ def chunk_top_k(scores: torch.Tensor, compression_ratio: float, chunk_length: in
     _, n_keep = n_kept_chunks(length, compression_ratio, chunk_length)
     top = chunk_scores(scores, chunk_length).topk(n_keep).indices.sort().values
     idx = (top[:, None] * chunk_length + torch.arange(chunk_length, device=scores.device)[None]).reshape(-1)
-    return idx[idx < length]
+    return idx if length % chunk_length == 0 else idx[idx < length]
 
 
 def token_top_k(scores: torch.Tensor, compression_ratio: float) -> torch.Tensor:
