@@ -135,6 +135,22 @@ def _cmd_latency(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_evolve(args: argparse.Namespace) -> int:
+    from .paths import DATA
+    from .profiles import get_profile
+    from .search.run import evolve
+
+    profile = get_profile(args.profile)
+    out = Path(args.out) if args.out else DATA / "results" / "search" / f"{profile.name}_{args.seed}_{args.mutator}"
+    iterations = args.iterations or profile.search_iterations
+    print(f"cachecraft evolve: seed {args.seed}, {iterations} iterations, mutator {args.mutator} -> {out}")
+    best = evolve(args.seed, iterations, out, profile, mutator=args.mutator, adversarial=args.adversarial,
+                  ratio=args.ratio, random_seed=args.random_seed, resume=not args.fresh)
+    if best is not None:
+        print(f"best program {best.id}: {best.metrics}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="cachecraft", description=(
         "CacheCraft Lab: reproduce the CacheCraft paper (KV-cache eviction policies found by program "
@@ -206,6 +222,21 @@ def build_parser() -> argparse.ArgumentParser:
     la.add_argument("--warmup", type=int, default=2)
     la.add_argument("--out", help="folder for latency.csv/json (default data/results/latency/<profile>)")
     la.set_defaults(func=_cmd_latency)
+
+    ev = sub.add_parser("evolve", help="run a CacheCraft search (OpenEvolve + cascade evaluator)",
+                        description="Evolve an eviction policy from a seed with OpenEvolve; candidates run isolated "
+                                    "and are scored by the cascade evaluator. Resumes from the run's last checkpoint.")
+    ev.add_argument("--seed", default="v5", help="seed program: v1, chunkkv, v5, expected_attention, or a file")
+    ev.add_argument("--iterations", type=int, help="iterations (default: the profile's)")
+    ev.add_argument("--mutator", default="offline", choices=["offline", "ollama"],
+                    help="offline: deterministic code edits, not an LLM; ollama: local qwen3.5:35b-a3b-q4_K_M")
+    ev.add_argument("--adversarial", type=float, default=0.0, help="probability of proposing a reward hack (offline)")
+    ev.add_argument("--profile", default="cpu", choices=sorted(PROFILES))
+    ev.add_argument("--ratio", type=float, default=0.83, help="compression ratio of the search (paper: 0.83)")
+    ev.add_argument("--random-seed", type=int, default=42)
+    ev.add_argument("--fresh", action="store_true", help="do not resume from the last checkpoint")
+    ev.add_argument("--out", help="run folder (default data/results/search/<profile>_<seed>_<mutator>)")
+    ev.set_defaults(func=_cmd_evolve)
 
     c = sub.add_parser("tiny-card", help="measure the embedded model and rewrite its model card",
                        description="Score the embedded model on fresh offline RULER through KVPress's pipeline "

@@ -60,17 +60,20 @@ PROFILES: dict[str, Profile] = {
         models=(EMBEDDED_MODEL,), lengths=(1024, 2048), ratios=(0.5, 0.88), methods=("frc", "snapkv", "chunkkv"),
         samples_per_task=1, tasks=("niah_single_1", "niah_multikey_2", "vt", "qa_1"), max_new_tokens=12,
         ruler_source="offline", embedded=True, device="cpu", dtype="float32",
-        latency_lengths=(1024,), latency_repeats=2, search_iterations=3),
+        latency_lengths=(1024,), latency_repeats=2, search_iterations=3,
+        extras={"search_stage_samples": (1, 1)}),
     "cpu": Profile(
         name="cpu", description="default main job: the embedded model on two CPU cores, the paper's grid shape",
         models=(EMBEDDED_MODEL,), lengths=(1024, 2048), ratios=PAPER_RATIOS, methods=PAPER_METHODS,
         samples_per_task=10, ruler_source="offline", embedded=True, device="cpu", dtype="float32",
-        latency_lengths=(1024, 2048), latency_repeats=10, search_iterations=12),
+        latency_lengths=(1024, 2048), latency_repeats=10, search_iterations=30,
+        extras={"search_stage_samples": (1, 2)}),
     "paper": Profile(
         name="paper", description="the paper's grid on a GPU with Hugging Face access",
         models=PAPER_MODELS, lengths=(4096, 8192), ratios=PAPER_RATIOS, methods=PAPER_METHODS,
         samples_per_task=None, ruler_source="hf", embedded=False, device="cuda", dtype="bfloat16",
-        latency_lengths=(4096, 8192), latency_repeats=100, search_iterations=25),
+        latency_lengths=(4096, 8192), latency_repeats=100, search_iterations=25,
+        extras={"search_stage_samples": (10, 25)}),  # the paper's fractions 0.02 and 0.05 of 500 per task
 }
 
 

@@ -93,7 +93,7 @@ def test_save_table_writes_csv_markdown_latex(tmp_path):
 
 def test_every_subcommand_has_help():
     parser = cli.build_parser()
-    commands = [["reproduce"], ["ruler"], ["ruler", "generate"], ["ruler", "score"], ["train-tiny"], ["tiny-card"], ["grid"], ["latency"]]
+    commands = [["reproduce"], ["ruler"], ["ruler", "generate"], ["ruler", "score"], ["train-tiny"], ["tiny-card"], ["grid"], ["latency"], ["evolve"]]
     for command in [[]] + commands:
         with pytest.raises(SystemExit) as exit_info:
             parser.parse_args([*command, "--help"])

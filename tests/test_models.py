@@ -8,7 +8,9 @@ from cachecraft_lib.models import ModelUnavailable, is_embedded, load_model, res
 
 
 def test_hub_model_unreachable_is_a_clear_error(monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)  # fail fast, as with no network
     with pytest.raises(ModelUnavailable, match="huggingface-cli login"):
         load_model("meta-llama/Llama-3.1-8B-Instruct-does-not-exist")
 

@@ -1,0 +1,139 @@
+"""Run a CacheCraft search with OpenEvolve: ``evolve`` (scripts/CLI) and ``evolve_async`` (notebooks).
+
+OpenEvolve's ``run_evolution`` wraps ``asyncio.run``, which fails inside Jupyter's running loop, so the
+controller is driven directly: ``await OpenEvolve(...).run()`` (top-level ``await`` in a notebook).
+
+Determinism: with one worker, ``PYTHONHASHSEED=0`` and the deterministic program ids installed here,
+a run with the offline mutator repeats exactly for a seed. Program ids are otherwise ``uuid4`` and the
+database samples from sets of them, so runs drift apart. Resuming from a checkpoint is not identical to
+an uninterrupted run (OpenEvolve re-seeds its RNG on load). An LLM mutator is deterministic only as far
+as the server honours OpenEvolve's per-iteration ``seed`` (Ollama does, on the same hardware and model).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import shutil
+import signal
+import uuid
+from pathlib import Path
+from typing import Any
+
+from ..profiles import Profile
+from .cascade import CONFIG_ENV, PAPER_GATE, PAPER_NO_PRESS, SearchSettings
+from .mutator import OFFLINE_NAME, SYSTEM_MESSAGE, init_offline_client
+from .seeds import seed_path
+
+EVALUATOR_FILE = Path(__file__).with_name("evaluator.py")
+OLLAMA_MODEL = "qwen3.5:35b-a3b-q4_K_M"
+OLLAMA_BASE = "http://localhost:11434/v1"
+
+
+def settings_for(profile: Profile, seed: str | Path, ratio: float = 0.83) -> SearchSettings:
+    """The evaluator settings of a profile: its model, shortest length, task subset and slice sizes."""
+    stage1, stage2 = profile.extras.get("search_stage_samples", (1, 2))
+    return SearchSettings(model=profile.models[0], length=min(profile.lengths), compression_ratio=ratio,
+                          stage1_samples_per_task=stage1, stage2_samples_per_task=stage2,
+                          tasks=list(profile.tasks) if profile.tasks else None, max_new_tokens=profile.max_new_tokens,
+                          seed=profile.seed, ruler_source=profile.ruler_source, seed_program=str(seed_path(seed)),
+                          device=profile.device)
+
+
+def build_config(iterations: int, mutator: str = "offline", seed: int = 42, adversarial: float = 0.0,
+                 gate_score: float | None = None, islands: int = 2, ollama_model: str = OLLAMA_MODEL,
+                 api_base: str = OLLAMA_BASE):
+    """OpenEvolve's ``Config`` for CacheCraft (see ``shared/reference/openevolve.md`` §8 for each choice)."""
+    from openevolve.config import Config, LLMModelConfig
+
+    cfg = Config()
+    cfg.max_iterations = iterations
+    cfg.random_seed = seed
+    cfg.checkpoint_interval = max(1, min(10, iterations // 3 or 1))
+    cfg.enforce_evolve_blocks = True
+    cfg.max_code_length = 20000
+    cfg.log_level = "INFO"
+    cfg.prompt.system_message = SYSTEM_MESSAGE
+    cfg.prompt.suggest_simplification_after_chars = 100000
+    cfg.prompt.num_top_programs, cfg.prompt.num_diverse_programs = 2, 1
+    cfg.database.num_islands = islands
+    cfg.database.migration_interval = 5
+    cfg.database.migration_rate = 0.2
+    cfg.database.random_seed = seed
+    cfg.evaluator.cascade_evaluation = True
+    cfg.evaluator.cascade_thresholds = [0.25 * (gate_score if gate_score is not None else 0.0)]
+    cfg.evaluator.timeout = 1800
+    cfg.evaluator.max_retries = 0
+    cfg.evaluator.parallel_evaluations = 1
+    cfg.evolution_trace.enabled = True
+    cfg.evolution_trace.include_code = True
+    cfg.evolution_trace.include_prompts = True
+    cfg.evolution_trace.include_failures = True
+    if mutator == "offline":
+        name = OFFLINE_NAME + (f" adversarial={adversarial}" if adversarial else "")
+        model = LLMModelConfig(name=name, weight=1.0, init_client=init_offline_client)
+    elif mutator == "ollama":
+        model = LLMModelConfig(name=ollama_model, weight=1.0, api_base=api_base, api_key="ollama", temperature=0.7,
+                               max_tokens=8192, timeout=600, retries=2, retry_delay=5, random_seed=seed)
+    else:
+        raise ValueError(f"mutator must be 'offline' or 'ollama', not {mutator!r}")
+    cfg.llm.models = [model]
+    cfg.llm.evaluator_models = []
+    return cfg
+
+
+def latest_checkpoint(out_dir: str | Path) -> Path | None:
+    """The newest ``checkpoints/checkpoint_<n>`` of a run folder, to resume from."""
+    found = sorted(Path(out_dir).glob("checkpoints/checkpoint_*"), key=lambda p: int(p.name.split("_")[-1]))
+    return found[-1] if found else None
+
+
+def deterministic_ids(seed: int) -> None:
+    """Replace ``uuid.uuid4`` with seeded, counter-based ids (per process role) for reproducible runs."""
+    main_pid = os.getpid()
+    counter = itertools.count()
+
+    def fake_uuid4() -> uuid.UUID:
+        role = "main" if os.getpid() == main_pid else "worker"
+        return uuid.uuid5(uuid.NAMESPACE_OID, f"cachecraft:{seed}:{role}:{next(counter)}")
+
+    uuid.uuid4 = fake_uuid4  # type: ignore[assignment]
+
+
+async def evolve_async(seed: str | Path, iterations: int, out_dir: str | Path, profile: Profile,
+                       mutator: str = "offline", adversarial: float = 0.0, ratio: float = 0.83,
+                       random_seed: int = 42, resume: bool = True, **llm: Any):
+    """Run (or resume) a search; returns OpenEvolve's best ``Program``. Usable with ``await`` in a notebook."""
+    from openevolve import OpenEvolve
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    settings = settings_for(profile, seed, ratio)
+    settings.save(out / "search_config.json")
+    os.environ[CONFIG_ENV] = str((out / "search_config.json").resolve())
+    initial = out / "initial_program.py"
+    shutil.copyfile(seed_path(seed), initial)
+
+    from .cascade import get_evaluator
+
+    gate = get_evaluator().gate  # loads the model once in this process (OpenEvolve evaluates the seed here)
+    config = build_config(iterations, mutator, random_seed, adversarial, gate_score=gate, **llm)
+    (out / "run_info.txt").write_text(
+        f"seed={seed}\nmutator={mutator if mutator != 'offline' else OFFLINE_NAME}\nadversarial={adversarial}\n"
+        f"gate={gate} (paper: {PAPER_GATE} at no-compression {PAPER_NO_PRESS}; scaled to this model)\n"
+        f"model={settings.model}\nlength={settings.length}\nratio={ratio}\niterations={iterations}\n")
+    deterministic_ids(random_seed)
+    checkpoint = latest_checkpoint(out) if resume else None
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        controller = OpenEvolve(str(initial), str(EVALUATOR_FILE), config, output_dir=str(out))
+        return await controller.run(iterations=iterations, checkpoint_path=str(checkpoint) if checkpoint else None)
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+
+
+def evolve(*args: Any, **kwargs: Any):
+    """Synchronous ``evolve_async`` for scripts and the CLI (not inside a running event loop)."""
+    return asyncio.run(evolve_async(*args, **kwargs))

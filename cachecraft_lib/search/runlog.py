@@ -1,0 +1,157 @@
+"""Read a search run folder into pandas tables and compute its dynamics (notebook 05).
+
+Sources: ``evolution_trace.jsonl`` (every admitted child, with metrics, artifacts, code and the mutator's
+answer), ``evolution_trace_failures.jsonl`` (iterations that produced no child), the last checkpoint's
+programs, and ``run_info.txt``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .mutator import parse_scorer
+
+FRC_FEATURES = ("local_attn", "density", "max_head")
+HACK_RE = re.compile(r"# hack: (\w+)")
+CHANGE_RE = re.compile(r"Proposed change: (.+)")
+
+
+@dataclass
+class Run:
+    folder: Path
+    info: dict[str, str]
+    trace: pd.DataFrame
+    failures: pd.DataFrame
+    seed_code: str
+
+
+def _jsonl(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    rows = []
+    for line in path.read_text().splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue  # a torn last line of an interrupted run
+    return rows
+
+
+def frc_share(features: tuple | None, weights: tuple | None) -> float:
+    """Share of the absolute weight on FRC's three signals (local, density, max-head)."""
+    if not features or not weights:
+        return np.nan
+    total = sum(abs(w) for w in weights)
+    return sum(abs(w) for f, w in zip(features, weights, strict=False) if f in FRC_FEATURES) / total if total else np.nan
+
+
+def _row(rec: dict) -> dict:
+    m = rec.get("child_metrics") or {}
+    art = rec.get("artifacts") or {}
+    response = rec.get("llm_response") or ""
+    code = rec.get("child_code") or ""
+    scorer = parse_scorer(code) or {}
+    hack = HACK_RE.search(response)
+    change = CHANGE_RE.search(response)
+    return {
+        "iteration": rec.get("iteration"), "island": rec.get("island_id"), "generation": rec.get("generation"),
+        "parent_id": rec.get("parent_id"), "child_id": rec.get("child_id"),
+        "fitness": m.get("combined_score", 0.0), "s1": m.get("s1", np.nan), "s2": m.get("s2", np.nan),
+        "valid": bool(m.get("valid", 0.0)), "passed_gate": bool(m.get("passed_gate", 0.0)),
+        "timeout": bool(m.get("timeout", False)), "invalid_reason": art.get("invalid", ""),
+        "failure_kind": art.get("failure_kind", ""), "hack": hack.group(1) if hack else "",
+        "hack_in_child": bool(hack and hack.group(0) in code), "change": change.group(1) if change else "",
+        "features": tuple(scorer.get("FEATURES", ())) or None, "weights": tuple(scorer.get("WEIGHTS", ())) or None,
+        "selection": scorer.get("SELECTION"), "code": code,
+    }
+
+
+def load_run(folder: str | Path) -> Run:
+    """The run's trace (one row per child), failures and metadata; raises if the folder is not a run."""
+    folder = Path(folder)
+    trace_path = folder / "evolution_trace.jsonl"
+    if not trace_path.exists():
+        raise FileNotFoundError(f"{folder} has no evolution_trace.jsonl: not a search run (run `cachecraft evolve`)")
+    trace = pd.DataFrame([_row(r) for r in _jsonl(trace_path)])
+    if len(trace):
+        trace = trace.sort_values("iteration").reset_index(drop=True)
+        trace["frc_share"] = [frc_share(f, w) for f, w in zip(trace.features, trace.weights, strict=True)]
+        trace["best_so_far"] = trace.fitness.cummax()
+        trace["island_best_so_far"] = trace.groupby("island").fitness.cummax()
+    failures = pd.DataFrame(_jsonl(folder / "evolution_trace_failures.jsonl"))
+    info = {}
+    if (folder / "run_info.txt").exists():
+        info = dict(line.split("=", 1) for line in (folder / "run_info.txt").read_text().splitlines() if "=" in line)
+    seed_code = (folder / "initial_program.py").read_text() if (folder / "initial_program.py").exists() else ""
+    return Run(folder, info, trace, failures, seed_code)
+
+
+def gate_pass_rate(trace: pd.DataFrame) -> float:
+    """Share of valid children that passed the stage-1 gate."""
+    valid = trace[trace.valid]
+    return float(valid.passed_gate.mean()) if len(valid) else float("nan")
+
+
+def best_child(trace: pd.DataFrame) -> pd.Series:
+    return trace.loc[trace.fitness.idxmax()]
+
+
+def lineage(trace: pd.DataFrame, child_id: str) -> list[str]:
+    """Ids from the oldest known ancestor to ``child_id`` (the seed is the parent of generation-1 children)."""
+    parent_of = dict(zip(trace.child_id, trace.parent_id, strict=True))
+    path = [child_id]
+    while path[-1] in parent_of and parent_of[path[-1]] not in path:
+        path.append(parent_of[path[-1]])
+    return path[::-1]
+
+
+def diff_from_seed(seed_code: str, code: str) -> str:
+    return "".join(difflib.unified_diff(seed_code.splitlines(True), code.splitlines(True), "seed", "best"))
+
+
+def weight_trajectory(trace: pd.DataFrame) -> pd.DataFrame:
+    """Weights of FRC-family children (all three FRC signals present) by iteration."""
+    rows = []
+    for r in trace.itertuples():
+        if r.features and all(f in r.features for f in FRC_FEATURES):
+            w = dict(zip(r.features, r.weights, strict=False))
+            rows.append({"iteration": r.iteration, **{f: w[f] for f in FRC_FEATURES}, "fitness": r.fitness})
+    return pd.DataFrame(rows)
+
+
+def hacks_caught(run: Run) -> pd.DataFrame:
+    """Every hack the mutator proposed and how it was stopped."""
+    rows = []
+    for r in run.trace[run.trace.hack != ""].itertuples():
+        if not r.hack_in_child:
+            how = "reverted by OpenEvolve (enforce_evolve_blocks)"
+        elif not r.valid:
+            how = f"invalid: {r.failure_kind}"
+        else:
+            how = "NOT CAUGHT"
+        rows.append({"iteration": r.iteration, "hack": r.hack, "caught_by": how, "reason": r.invalid_reason[:160]})
+    return pd.DataFrame(rows, columns=["iteration", "hack", "caught_by", "reason"])
+
+
+def spearman(x: pd.Series, y: pd.Series) -> float:
+    """Spearman's rho (rank correlation) without SciPy; NaN when undefined."""
+    frame = pd.DataFrame({"x": x, "y": y}).dropna()
+    if len(frame) < 3 or frame.x.nunique() < 2 or frame.y.nunique() < 2:
+        return float("nan")
+    return float(frame.x.rank().corr(frame.y.rank()))
+
+
+def frc_share_by_generation(trace: pd.DataFrame) -> tuple[float, float]:
+    """Mean FRC weight share of valid linear scorers in the first and the last generation."""
+    valid = trace[trace.valid & trace.frc_share.notna()]
+    if valid.empty:
+        return float("nan"), float("nan")
+    first, last = valid.generation.min(), valid.generation.max()
+    return float(valid[valid.generation == first].frc_share.mean()), float(valid[valid.generation == last].frc_share.mean())
