@@ -294,12 +294,18 @@ def _answer_shared(answerer: Answerer, shared: SharedPrefill, cell: Cell, questi
                    max_new_tokens: int) -> str:
     press = make_press(cell.method, cell.ratio)
     cache = shared.cache_for(press)
-    pipe = answerer.pipe(REGISTRY[cell.method].needs_tokenwise_question)
+    uneven = len({cache.get_seq_length(i) for i in range(len(cache))}) > 1  # e.g. a short last chunk kept
+    pipe = answerer.pipe(REGISTRY[cell.method].needs_tokenwise_question and (uneven or _masks_heads(answerer.model)))
     try:
         with torch.no_grad():
             return pipe.generate_answer(question_ids, cache, shared.context_length, int(max_new_tokens))
     finally:
         SharedPrefill.clear_masks(answerer.model)
+
+
+def _masks_heads(model: Any) -> bool:
+    """True when a head-wise press left fake-key masks that need one query per forward on CPU."""
+    return any(getattr(layer.self_attn, "masked_key_indices", None) is not None for layer in model.model.layers)
 
 
 def run_grid(cells: list[Cell], out_dir: str | Path, progress: bool = True, device: str | None = None,

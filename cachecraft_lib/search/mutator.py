@@ -80,10 +80,11 @@ def edit_scorer(code: str, rng: random.Random) -> tuple[str, str]:
         weights.pop(i)
     elif kind == "smooth":
         new_smooth = rng.choice([v for v in (1, 3, 5, 9) if v != s["SMOOTH"]])
-        return _diff(f"SMOOTH = {s['SMOOTH']!r}", f"SMOOTH = {new_smooth}"), f"smoothing window {new_smooth}"
+        return _diff(LINE_RE["SMOOTH"].search(code).group(0), f"SMOOTH = {new_smooth}"), f"smoothing window {new_smooth}"
     else:
         other = "tokenwise" if s["SELECTION"] == "chunked" else "chunked"
-        return _diff(f"SELECTION = {s['SELECTION']!r}", f"SELECTION = {other!r}"), f"switch to {other} selection"
+        return (_diff(LINE_RE["SELECTION"].search(code).group(0), f'SELECTION = "{other}"'),
+                f"switch to {other} selection")
     new_weights = _normalise(weights)
     diff = _diff(LINE_RE["FEATURES"].search(code).group(0) + "\n" + LINE_RE["WEIGHTS"].search(code).group(0),
                  f"FEATURES = {_fmt(tuple(feats))}\nWEIGHTS = {_fmt(new_weights)}")

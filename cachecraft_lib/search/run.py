@@ -103,21 +103,23 @@ def deterministic_ids(seed: int) -> None:
 
 async def evolve_async(seed: str | Path, iterations: int, out_dir: str | Path, profile: Profile,
                        mutator: str = "offline", adversarial: float = 0.0, ratio: float = 0.83,
-                       random_seed: int = 42, resume: bool = True, **llm: Any):
+                       random_seed: int = 42, resume: bool = True, gate: float | None = None, **llm: Any):
     """Run (or resume) a search; returns OpenEvolve's best ``Program``. Usable with ``await`` in a notebook."""
     from openevolve import OpenEvolve
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     settings = settings_for(profile, seed, ratio)
+    settings.gate = gate
     settings.save(out / "search_config.json")
     os.environ[CONFIG_ENV] = str((out / "search_config.json").resolve())
     initial = out / "initial_program.py"
     shutil.copyfile(seed_path(seed), initial)
 
-    from .cascade import get_evaluator
+    from . import cascade
 
-    gate = get_evaluator().gate  # loads the model once in this process (OpenEvolve evaluates the seed here)
+    cascade._EVALUATOR = None  # a new run may have new settings
+    gate = cascade.get_evaluator().gate  # loads the model once in this process (OpenEvolve evaluates the seed here)
     config = build_config(iterations, mutator, random_seed, adversarial, gate_score=gate, **llm)
     (out / "run_info.txt").write_text(
         f"seed={seed}\nmutator={mutator if mutator != 'offline' else OFFLINE_NAME}\nadversarial={adversarial}\n"

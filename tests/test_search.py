@@ -1,0 +1,135 @@
+"""The search: stage-0 checks, sandboxed candidates, every hack rejected with its reason, gating, a real loop."""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+
+import pytest
+
+from cachecraft_lib.profiles import EMBEDDED_MODEL, get_profile
+from cachecraft_lib.search import mutator, runlog
+from cachecraft_lib.search.cascade import CascadeEvaluator, SearchSettings
+from cachecraft_lib.search.seeds import SEEDS
+from cachecraft_lib.search.static_checks import outside_block, stage0
+
+SEED = SEEDS["v5"].read_text()
+TASKS = ["niah_single_1", "vt"]
+
+
+@pytest.fixture(scope="module")
+def evaluator():
+    settings = SearchSettings(model=EMBEDDED_MODEL, length=1024, compression_ratio=0.83, stage1_samples_per_task=1,
+                              stage2_samples_per_task=1, tasks=TASKS, max_new_tokens=6, gate=0.0,
+                              seed_program=str(SEEDS["v5"]), timeout_s=3.0)
+    return CascadeEvaluator(settings)
+
+
+def test_every_seed_passes_stage0():
+    for name, path in SEEDS.items():
+        assert stage0(path.read_text(), path.read_text()) == [], name
+
+
+@pytest.mark.parametrize("source,reason", [
+    ("def score_tokens(ctx):\n    return (\n", "syntax error"),
+    (SEED.replace("import numpy as np", "import numpy as np\nimport os"), "not allowed: os"),
+    (SEED.replace("    return score\n", "    open('/etc/passwd')\n    return score\n"), "open()"),
+    (SEED.replace("def select_tokens_to_keep", "def select_tokens"), "select_tokens_to_keep"),
+    (SEED.replace("# EVOLVE-BLOCK-END\n", "# EVOLVE-BLOCK-END\nX = 1\n"), "outside the EVOLVE-BLOCK"),
+])
+def test_stage0_rejections(source, reason):
+    problems = stage0(source, SEED)
+    assert problems and any(reason in p for p in problems), problems
+
+
+def test_offline_mutator_edits_are_valid_and_deterministic():
+    import asyncio
+
+    prompt = f"# Current Program\n```python\n{SEED}\n```\n"
+    mut = mutator.OfflineMutator()
+    a = asyncio.run(mut.generate_with_context("", [{"role": "user", "content": prompt}], seed=7))
+    b = asyncio.run(mutator.OfflineMutator().generate_with_context("", [{"role": "user", "content": prompt}], seed=7))
+    assert a == b and "<<<<<<< SEARCH" in a
+    code = SEED
+    for i in range(30):  # a chain of edits always yields a linear scorer that passes stage 0
+        diff, _ = mutator.edit_scorer(code, random.Random(i))
+        search, replace = diff.split("<<<<<<< SEARCH\n")[1].split("\n>>>>>>> REPLACE")[0].split("\n=======\n")
+        assert search in code
+        code = code.replace(search, replace)
+        assert mutator.parse_scorer(code) is not None and stage0(code, SEED) == []
+        assert outside_block(code) == outside_block(SEED)
+
+
+@pytest.mark.slow
+def test_stage_fitness_and_gate_flags(evaluator):
+    one = evaluator.stage1(SEED)
+    assert one["metrics"]["valid"] == 1.0 and one["metrics"]["combined_score"] == pytest.approx(0.25 * one["metrics"]["s1"])
+    assert one["metrics"]["passed_gate"] == 1.0  # gate 0 here
+    two = evaluator.stage2(SEED)
+    m = two["metrics"]
+    assert m["combined_score"] == pytest.approx(0.25 * m["s1"] + 0.75 * m["s2"])
+    evaluator.gate = 101.0  # nothing can pass
+    try:
+        assert evaluator.stage1(SEED.replace("(0.60, 0.25, 0.15)", "(0.6, 0.3, 0.1)"))["metrics"]["passed_gate"] == 0.0
+    finally:
+        evaluator.gate = 0.0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,kind", [("keep_all", "invariant"), ("duplicate", "invariant"),
+                                       ("out_of_range", "invariant"), ("outside_block", "stage0"),
+                                       ("tamper", "tamper"), ("memory", "memory"), ("network", "stage0")])
+def test_each_hack_is_invalid_with_its_reason(evaluator, name, kind):
+    diff = mutator.hack(SEED, name)
+    search, replace = diff.split("<<<<<<< SEARCH\n")[1].split("\n>>>>>>> REPLACE")[0].split("\n=======\n")
+    result = evaluator.stage1(SEED.replace(search, replace))
+    assert result["metrics"]["valid"] == 0.0 and result["metrics"]["combined_score"] == 0.0
+    assert result["artifacts"]["failure_kind"] == kind and "INVALID" in result["artifacts"]["invalid"]
+
+
+@pytest.mark.slow
+def test_hanging_candidate_is_killed_and_the_next_runs_normally(evaluator):
+    diff = mutator.hack(SEED, "hang")
+    search, replace = diff.split("<<<<<<< SEARCH\n")[1].split("\n>>>>>>> REPLACE")[0].split("\n=======\n")
+    start = time.time()
+    result = evaluator.stage1(SEED.replace(search, replace))
+    assert result["artifacts"]["failure_kind"] == "timeout" and time.time() - start < 3.0 + 10
+    assert evaluator.stage1(SEED)["metrics"]["valid"] == 1.0
+
+
+@pytest.mark.slow
+def test_offline_run_writes_a_trace_the_loader_reads(tmp_path):
+    from cachecraft_lib.search.run import evolve
+
+    profile = get_profile("smoke")
+    evolve("v5", 3, tmp_path, profile, mutator="offline", adversarial=0.5)
+    run = runlog.load_run(tmp_path)
+    assert len(run.trace) == 3 and list(run.trace.iteration) == [1, 2, 3]
+    assert run.info["mutator"].startswith("offline-mutator (not an LLM)")
+    assert {"fitness", "s1", "valid", "hack", "frc_share", "best_so_far"} <= set(run.trace.columns)
+    caught = runlog.hacks_caught(run)
+    assert "NOT CAUGHT" not in set(caught.caught_by)
+    assert (tmp_path / "checkpoints").exists() and (tmp_path / "best" / "best_program.py").exists()
+
+
+def test_runlog_helpers():
+    import pandas as pd
+
+    assert runlog.frc_share(("local_attn", "key_norm"), (0.75, 0.25)) == 0.75
+    assert math.isnan(runlog.spearman(pd.Series([1, 2]), pd.Series([1, 2])))
+    assert runlog.spearman(pd.Series([1, 2, 3, 4]), pd.Series([10, 20, 30, 40])) == pytest.approx(1.0)
+
+
+@pytest.mark.slow
+def test_notebook_05_search_dynamics(tmp_path):
+    from cachecraft_lib.notebooks import list_notebooks, run_notebook
+
+    r = run_notebook(list_notebooks(["05"])[0], "smoke", out_dir=tmp_path, figures=tmp_path / "f",
+                     parameters={"RUN": str(tmp_path / "run"), "ADVERSARIAL": 0.5}).records
+    assert r["mutator"].startswith("offline-mutator (not an LLM)")
+    assert r["children"] == 3 and 0 <= r["valid"] <= 3 and r["lineage"] >= 2
+    assert r["best_fitness"] >= 0 and r["gate"] >= 0
+    assert len(r["hacks"]) == len(r["caught_by"]) and "NOT CAUGHT" not in r["caught_by"]
+    assert (tmp_path / "f" / "fig_search_best_so_far.png").exists()
+    assert (tmp_path / "f" / "table_search_dynamics.md").exists()
