@@ -133,3 +133,20 @@ def test_notebook_05_search_dynamics(tmp_path):
     assert len(r["hacks"]) == len(r["caught_by"]) and "NOT CAUGHT" not in r["caught_by"]
     assert (tmp_path / "f" / "fig_search_best_so_far.png").exists()
     assert (tmp_path / "f" / "table_search_dynamics.md").exists()
+
+
+@pytest.mark.slow
+def test_offline_run_is_reproducible_for_a_seed(tmp_path):
+    """One worker, the offline mutator, PYTHONHASHSEED=0 and the runner's deterministic ids: identical traces."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    for name in ("a", "b"):
+        subprocess.run([sys.executable, "-m", "cachecraft_lib.cli", "evolve", "--profile", "smoke", "--iterations", "3",
+                        "--adversarial", "0.3", "--out", str(tmp_path / name)], check=True, env=env,
+                       capture_output=True)
+    cols = ["iteration", "island", "parent_id", "child_id", "fitness", "change", "code"]
+    a, b = runlog.load_run(tmp_path / "a").trace[cols], runlog.load_run(tmp_path / "b").trace[cols]
+    assert len(a) == 3 and a.equals(b)
