@@ -150,3 +150,18 @@ def test_offline_run_is_reproducible_for_a_seed(tmp_path):
     cols = ["iteration", "island", "parent_id", "child_id", "fitness", "change", "code"]
     a, b = runlog.load_run(tmp_path / "a").trace[cols], runlog.load_run(tmp_path / "b").trace[cols]
     assert len(a) == 3 and a.equals(b)
+
+
+def test_openevolve_configs():
+    from cachecraft_lib.search.run import OLLAMA_BASE, OLLAMA_MODEL, build_config
+
+    cfg = build_config(10, "ollama", gate_score=40.0)
+    model = cfg.llm.models[0]
+    assert model.name == OLLAMA_MODEL and model.api_base == OLLAMA_BASE and model.api_key == "ollama"
+    assert cfg.evaluator.cascade_thresholds == [10.0] and cfg.evaluator.parallel_evaluations == 1
+    assert cfg.enforce_evolve_blocks and cfg.evolution_trace.enabled and cfg.evolution_trace.include_failures
+    assert "EVOLVE-BLOCK" in cfg.prompt.system_message and "INVALID" in cfg.prompt.system_message
+    offline = build_config(5, "offline", adversarial=0.2).llm.models[0]
+    assert offline.init_client is not None and "not an LLM" in offline.name
+    with pytest.raises(ValueError, match="mutator"):
+        build_config(5, "gpt")

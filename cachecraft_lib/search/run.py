@@ -43,7 +43,7 @@ def settings_for(profile: Profile, seed: str | Path, ratio: float = 0.83) -> Sea
 
 def build_config(iterations: int, mutator: str = "offline", seed: int = 42, adversarial: float = 0.0,
                  gate_score: float | None = None, islands: int = 2, ollama_model: str = OLLAMA_MODEL,
-                 api_base: str = OLLAMA_BASE):
+                 api_base: str = OLLAMA_BASE, api_key: str = "ollama"):
     """OpenEvolve's ``Config`` for CacheCraft (see ``shared/reference/openevolve.md`` §8 for each choice)."""
     from openevolve.config import Config, LLMModelConfig
 
@@ -73,11 +73,11 @@ def build_config(iterations: int, mutator: str = "offline", seed: int = 42, adve
     if mutator == "offline":
         name = OFFLINE_NAME + (f" adversarial={adversarial}" if adversarial else "")
         model = LLMModelConfig(name=name, weight=1.0, init_client=init_offline_client)
-    elif mutator == "ollama":
-        model = LLMModelConfig(name=ollama_model, weight=1.0, api_base=api_base, api_key="ollama", temperature=0.7,
+    elif mutator in ("ollama", "openai"):  # any OpenAI-compatible endpoint; the default is a local Ollama
+        model = LLMModelConfig(name=ollama_model, weight=1.0, api_base=api_base, api_key=api_key, temperature=0.7,
                                max_tokens=8192, timeout=600, retries=2, retry_delay=5, random_seed=seed)
     else:
-        raise ValueError(f"mutator must be 'offline' or 'ollama', not {mutator!r}")
+        raise ValueError(f"mutator must be 'offline', 'ollama' or 'openai', not {mutator!r}")
     cfg.llm.models = [model]
     cfg.llm.evaluator_models = []
     return cfg

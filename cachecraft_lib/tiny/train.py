@@ -58,9 +58,11 @@ class Recipe:
     batch_tokens: int = 4096
     lr: float = 1.5e-3
     warmup: int = 150
-    context_loss_weight: float = 0.02
+    context_loss_weight: float = 0.1
     stages: tuple[Stage, ...] = field(default_factory=lambda: (
-        Stage(0.25, NIAH_TASKS, (320, 384, 512, 768, 1024)),
+        # short contexts full of needles first: the copy-from-context circuit forms where the signal is dense
+        Stage(0.10, ("niah_multikey_2", "niah_single_1", "niah_multikey_1", "niah_multivalue"), (256, 320, 384, 512)),
+        Stage(0.30, NIAH_TASKS, (320, 384, 512, 768, 1024)),
         Stage(0.60, TASKS, (384, 512, 768, 1024, 1536, 2048)),
         Stage(1.00, TASKS, (768, 1024, 1024, 1536, 2048, 2048, 2200)),
     ))
