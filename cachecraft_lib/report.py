@@ -47,7 +47,7 @@ def savefig(name: str, fig: plt.Figure | None = None, out_dir: str | Path | None
     out = Path(out_dir) if out_dir else figures_dir()
     out.mkdir(parents=True, exist_ok=True)
     if label:
-        fig.text(0.99, 0.005, label, ha="right", va="bottom", fontsize=7, color="#555555")
+        fig.text(0.99, -0.01, label, ha="right", va="top", fontsize=7, color="#555555")  # below the axes
     paths = []
     for ext in ("png", "pdf"):
         path = out / f"{_check_name(name)}.{ext}"
