@@ -69,6 +69,13 @@ def load_model(name_or_path: str | Path, device: str | None = None, dtype: str |
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
+    from huggingface_hub import constants
+
+    from .ruler.dataset import hub_reachable
+
+    offline_before = constants.HF_HUB_OFFLINE
+    if not local.exists() and not hub_reachable():
+        constants.HF_HUB_OFFLINE = True  # use the local HF cache only, and fail fast instead of retrying
     try:
         tokenizer = AutoTokenizer.from_pretrained(target)
         model = AutoModelForCausalLM.from_pretrained(target, dtype=pick_dtype(dtype, device),
@@ -79,6 +86,8 @@ def load_model(name_or_path: str | Path, device: str | None = None, dtype: str |
             f"({type(err).__name__}: {str(err).splitlines()[0][:200]}). On a machine with network access, "
             f"log in with `huggingface-cli login` (Llama-3.1 is gated) or check the id; offline, use the "
             f"embedded model: load_model('tiny') or the smoke/cpu profiles.") from err
+    finally:
+        constants.HF_HUB_OFFLINE = offline_before
     model.to(device).eval()
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token

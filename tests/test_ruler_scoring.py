@@ -88,17 +88,25 @@ def test_auto_falls_back_to_offline_with_one_log_line(tmp_path, tokenizer, monke
         raise ConnectionError("hub unreachable")
 
     monkeypatch.setattr(ruler_dataset, "load_hf", unreachable)
+    monkeypatch.setattr(ruler_dataset, "hub_reachable", lambda timeout=3.0: True)  # reachable, then fails
     with caplog.at_level(logging.WARNING):
         df = ruler.load(1024, tokenizer, source="auto", samples_per_task=1, tasks=["vt"], cache_dir=tmp_path)
     assert df.attrs["source"] == "offline"
     assert sum("offline generator" in r.message for r in caplog.records) == 1
     with pytest.raises(RuntimeError, match="source='offline'"):
         ruler.load(1024, tokenizer, source="hf")
+    monkeypatch.setattr(ruler_dataset, "hub_reachable", lambda timeout=3.0: False)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        assert ruler.load(1024, tokenizer, source="auto", samples_per_task=1, tasks=["vt"],
+                          cache_dir=tmp_path).attrs["source"] == "offline"
+    assert len(caplog.records) == 1 and "unreachable" in caplog.records[0].message
 
 
 def test_hf_source_is_used_as_is_when_reachable(monkeypatch, tokenizer):
     fake = pd.DataFrame({"context": ["c"] * 3, "question": ["q"] * 3, "answer_prefix": ["a"] * 3,
                          "answer": [["x"]] * 3, "task": ["vt", "vt", "cwe"], "max_new_tokens": [30, 30, 120]})
     monkeypatch.setattr(ruler_dataset, "load_hf", lambda length: fake)
+    monkeypatch.setattr(ruler_dataset, "hub_reachable", lambda timeout=3.0: True)
     df = ruler.load(4096, tokenizer, source="auto", samples_per_task=1)
     assert df.attrs["source"] == "hf" and list(df.task) == ["vt", "cwe"]

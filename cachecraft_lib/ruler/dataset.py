@@ -188,6 +188,23 @@ def load_offline(length: int, tokenizer: Any, samples_per_task: int = 500, seed:
     return df
 
 
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """A quick check before asking ``datasets`` (whose retries take half a minute and flood the log)."""
+    import socket
+    from urllib.parse import urlparse
+
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE or os.environ.get("HF_DATASETS_OFFLINE") == "1":
+        return False
+    url = urlparse(constants.ENDPOINT)
+    try:
+        socket.create_connection((url.hostname, url.port or 443), timeout=timeout).close()
+    except OSError:
+        return False
+    return True
+
+
 def load_hf(length: int) -> pd.DataFrame:
     """KVPress's ``simonjegou/ruler`` (data_dir = str(length), split test), as KVPress's evaluate.py loads it."""
     from datasets import load_dataset
@@ -209,6 +226,9 @@ def load(length: int, tokenizer: Any, source: str = "auto", samples_per_task: in
     if source not in {"auto", "hf", "offline"}:
         raise ValueError(f"source must be 'auto', 'hf' or 'offline', not {source!r}")
     wanted = list(TASKS if tasks is None else tasks)
+    if source == "auto" and not hub_reachable():
+        log.warning("RULER: the Hugging Face hub is unreachable; using the offline generator (labelled 'offline')")
+        source = "offline"
     if source in {"auto", "hf"}:
         try:
             df = load_hf(length)
