@@ -150,3 +150,24 @@ def test_make_press_rejects_bad_input():
         make_press("frcc", 0.5)
     with pytest.raises(ValueError, match=r"\[0, 1\)"):
         make_press("frc", 1.2)
+
+
+def test_policy_press_accepts_a_policy_object(tiny_model, tiny_rows):
+    from cachecraft_lib.policy import topk_tokens
+
+    class Recent:
+        """Keep the K most recent tokens (a policy as a plain object)."""
+
+        def score_tokens(self, ctx):
+            return ctx.position
+
+        def select_tokens_to_keep(self, scores, ctx):
+            return topk_tokens(scores, ctx)
+
+    model, tok = tiny_model
+    ids = tok.encode(tok.bos_token + tiny_rows.iloc[0].context, add_special_tokens=False, return_tensors="pt")
+    press = PolicyPress(Recent(), 0.75, record=True)
+    with torch.no_grad(), press(model):
+        model.model(input_ids=ids)
+    length, k = ids.shape[1], max(1, int(ids.shape[1] * 0.25))
+    assert all(kept.tolist() == list(range(length - k, length)) for kept in press.kept.values())
