@@ -80,3 +80,49 @@ def plot_frc_steps(breakdown: pd.DataFrame, needle: tuple[int, int] | None = Non
         ax.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     return fig
+
+
+def plot_ruler_vs_ratio(results: pd.DataFrame, colors: dict[str, str] | None = None) -> plt.Figure:
+    """RULER aggregate against compression ratio, one panel per (model, length), FRC drawn thicker."""
+    from pathlib import Path
+
+    results = results.assign(model_name=results.model.map(lambda m: Path(m).name))
+    lengths, models = sorted(results.length.unique()), sorted(results.model_name.unique())
+    fig, axes = plt.subplots(len(models), len(lengths), figsize=(5.2 * len(lengths), 3.8 * len(models)),
+                             squeeze=False)
+    for i, model in enumerate(models):
+        for j, length in enumerate(lengths):
+            ax, cell = axes[i][j], results[(results.model_name == model) & (results.length == length)]
+            for method, g in cell[cell.method != "no_press"].groupby("method"):
+                g = g.sort_values("ratio")
+                ax.plot(g.ratio, g["aggregate"], marker="o", lw=2.2 if method == "frc" else 1.2,
+                        color=(colors or {}).get(method), label=method)
+            full = cell.loc[cell.method == "no_press", "aggregate"]
+            if len(full):
+                ax.axhline(full.iloc[0], color="#7f7f7f", ls="--", lw=1, label="no compression")
+            ax.set(title=f"{model}, {length} tokens", xlabel="compression ratio r", ylabel="RULER")
+    axes[0][-1].legend(fontsize=8, loc="lower left")
+    fig.tight_layout()
+    return fig
+
+
+def plot_best_so_far(trace: pd.DataFrame, ax: plt.Axes | None = None) -> plt.Axes:
+    """Best fitness so far per island and over all islands, against iteration."""
+    ax = ax or plt.subplots(figsize=(7, 3.6))[1]
+    for island, g in trace.groupby("island"):
+        ax.step(g.iteration, g.island_best_so_far, where="post", label=f"island {island}")
+    ax.step(trace.iteration, trace.best_so_far, where="post", color="black", lw=2, label="all islands")
+    ax.set(xlabel="iteration", ylabel="best fitness so far", title="best-so-far")
+    ax.legend(fontsize=8)
+    return ax
+
+
+def plot_weight_trajectory(traj: pd.DataFrame, features: tuple[str, ...], ax: plt.Axes | None = None) -> plt.Axes:
+    """Weights of FRC-family programs against iteration."""
+    ax = ax or plt.subplots(figsize=(7, 3.4))[1]
+    for f in features if len(traj) else ():
+        ax.plot(traj.iteration, traj[f], marker="o", ms=3, label=f)
+    ax.set(xlabel="iteration", ylabel="weight", title="FRC-family weights")
+    if len(traj):
+        ax.legend(fontsize=8)
+    return ax
