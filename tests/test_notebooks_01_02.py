@@ -30,5 +30,6 @@ def test_notebook_02_frc(tmp_path):
     assert r["accepted"] == ["valid tokenwise top-K"]
     assert sorted(set(r["rejected"])) == ["integer", "range", "shape", "size", "unique"]
     assert set(r["answers"]) == {"no_press", "frc", "snapkv", "chunkkv"}
-    assert all(isinstance(v, str) and v for v in r["answers"].values())
+    assert all(isinstance(v, str) for v in r["answers"].values())
+    assert all(isinstance(v, bool) for v in r["correct"].values())
     assert (tmp_path / "f" / "fig_frc_steps.png").exists() and (tmp_path / "f" / "table_validator_cases.md").exists()
