@@ -83,26 +83,10 @@ def time_prefill(model: Any, ids: torch.Tensor, press: Any, repeats: int, warmup
     return times
 
 
-def time_scoring(model: Any, shared: SharedPrefill, press: Any, repeats: int, warmup: int = 2) -> list[float]:
-    """Seconds of the press's own scoring and selection over all layers (no prefill), on captured inputs."""
-    if press is None:
-        return [0.0] * repeats
-    device = model.device
-    times = []
-    for i in range(warmup + repeats):
-        _sync(device)
-        start = time.perf_counter()
-        shared.cache_for(press)
-        _sync(device)
-        if i >= warmup:
-            times.append(time.perf_counter() - start)
-    SharedPrefill.clear_masks(model)
-    return times
-
-
 def compare_scoring(model: Any, shared: SharedPrefill, presses: dict[str, Any], repeats: int,
                     warmup: int = 2) -> dict[str, list[float]]:
-    """``time_scoring`` for several presses, interleaved run by run so drift and noise hit all alike."""
+    """Seconds of each press's own scoring and selection over all layers (no prefill), on captured inputs;
+    presses interleaved run by run so drift and noise hit all alike."""
     device = model.device
     times: dict[str, list[float]] = {name: [] for name in presses}
     for i in range(warmup + repeats):

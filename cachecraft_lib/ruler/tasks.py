@@ -247,7 +247,7 @@ _QA1_QUESTIONS = (("city", "In which city is the {name}?"), ("year", "In what ye
                   ("founder", "Who established the {name}?"), ("product", "What is the {name} best known for?"))
 
 
-def _qa_docs(gold: list[str], n_docs: int, rng: random.Random, seed: int, distractor: Callable[[], str]) -> str:
+def _qa_docs(gold: list[str], n_docs: int, seed: int, distractor: Callable[[], str]) -> str:
     docs = list(gold) + [distractor() for _ in range(max(n_docs - len(gold), 0))]
     random.Random(seed).shuffle(docs)  # RULER: fixed permutation, so the gold slot depends on n_docs only
     return "\n\n".join(T.fill(T.QA_DOCUMENT, i=i + 1, document=d) for i, d in enumerate(docs))
@@ -256,7 +256,7 @@ def _qa_docs(gold: list[str], n_docs: int, rng: random.Random, seed: int, distra
 def _qa_1(n: int, rng: random.Random, state: TaskState) -> tuple[str, list[str]]:
     gold = _entity(rng)
     field_name, question = rng.choice(_QA1_QUESTIONS)
-    context = _qa_docs([_entity_doc(gold)], n, rng, state.seed, lambda: _entity_doc(_entity(rng)))
+    context = _qa_docs([_entity_doc(gold)], n, state.seed, lambda: _entity_doc(_entity(rng)))
     return T.fill(T.QA_TEMPLATE + T.QA_PREFIX, context=context, query=question.format(**gold)), [gold[field_name]]
 
 
@@ -269,7 +269,7 @@ def _qa_2(n: int, rng: random.Random, state: TaskState) -> tuple[str, list[str]]
         e = _entity(rng)
         return _entity_doc(e) if rng.random() < 0.5 else _person_doc(e["founder"], _name(rng, 2), e["year"], rng)
 
-    context = _qa_docs(gold_docs, n, rng, state.seed, distractor)
+    context = _qa_docs(gold_docs, n, state.seed, distractor)
     question = f"In which city was the person who established the {gold['name']} born?"
     return T.fill(T.QA_TEMPLATE + T.QA_PREFIX, context=context, query=question), [birth_city]
 

@@ -18,16 +18,6 @@ from ..ruler.words import adjectives, nouns
 SPECIAL_TOKENS = ["<unk>", "<s>", "</s>", "<pad>"]
 
 
-class WordCounter:
-    """A rough token counter (whitespace words x 1.4) used only to size text before a tokenizer exists."""
-
-    name = "whitespace-approx"
-    fingerprint = "whitespace-approx"
-
-    def __call__(self, text: str) -> int:
-        return int(len(text.split()) * 1.4)
-
-
 def corpus(lengths: tuple[int, ...] = (512, 1024, 2048), samples_per_task: int = 6, seed: int = 7) -> Iterator[str]:
     """RULER samples of every task at several sizes, plus the key word lists twice (so common needle
     key words tend to become single tokens): the text the tokenizer must encode well."""
