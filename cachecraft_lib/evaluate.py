@@ -20,8 +20,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Iterable
@@ -36,6 +34,7 @@ from kvpress import BasePress
 from tqdm.auto import tqdm
 
 from . import __version__
+from .atomic import atomic_write_text
 from .models import is_embedded, load_model
 from .pipeline import Answerer
 from .presses import REGISTRY, make_press
@@ -141,14 +140,6 @@ def fingerprint(cell: Cell, dataset_fp: str) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
-
-
 class CellStore:
     """Result files of a grid folder: status, partial answers, final result and KVPress's layout."""
 
@@ -210,15 +201,15 @@ class CellStore:
         folder = self.folder(cell)
         kv = preds.drop(columns=["context"]).assign(compression_ratio=cell.ratio)
         kv.to_csv(folder / "predictions.csv", index=False)
-        _atomic_write(folder / "metrics.json", json.dumps(
+        atomic_write_text(folder / "metrics.json", json.dumps(
             {t: {"string_match": v} for t, v in scores.items() if t != "aggregate"}, indent=2))
         press = make_press(cell.method, cell.ratio)
-        _atomic_write(folder / "config.yaml", yaml.safe_dump({
+        atomic_write_text(folder / "config.yaml", yaml.safe_dump({
             "dataset": "ruler", "data_dir": str(cell.length), "model": cell.model, "press_name": cell.method,
             "compression_ratio": cell.ratio, "query_aware": cell.query_aware or REGISTRY[cell.method].needs_query_aware,
             "samples_per_task": cell.samples_per_task, "seed": cell.seed, "ruler_source": dataset["source"],
             "press_init_command": repr(press) if press is not None else "None"}, sort_keys=False))
-        _atomic_write(folder / RESULT, json.dumps(result, indent=1))
+        atomic_write_text(folder / RESULT, json.dumps(result, indent=1))
         (folder / PARTIAL).unlink(missing_ok=True)
         return result
 

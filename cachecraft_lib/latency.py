@@ -23,6 +23,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
+from .atomic import atomic_write_text
 from .evaluate import SharedPrefill
 from .presses import make_press
 
@@ -175,9 +176,7 @@ def save(table: pd.DataFrame, out_dir: str | Path, meta: dict | None = None) -> 
     payload = {"meta": {**(meta or {}), "torch": torch.__version__,
                         "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
                         "date": time.strftime("%Y-%m-%d")}, "rows": table.to_dict("records")}
-    tmp = out / "latency.json.tmp"
-    tmp.write_text(json.dumps(payload, indent=1))
-    tmp.replace(out / "latency.json")
+    atomic_write_text(out / "latency.json", json.dumps(payload, indent=1))
     return out / "latency.csv"
 
 

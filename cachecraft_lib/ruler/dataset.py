@@ -7,7 +7,6 @@ import json
 import logging
 import os
 import random
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from typing import Any
 import pandas as pd
 from tqdm.auto import tqdm
 
+from ..atomic import atomic_write
 from .tasks import GENERATORS, SUBSTITUTES, TaskState
 from .templates import MAX_NEW_TOKENS, TASKS, split_context_question, task_family
 from .tokens import TokenCounter, as_counter
@@ -133,18 +133,6 @@ def _cache_paths(cache_dir: Path, manifest: dict) -> tuple[Path, Path]:
     return cache_dir / f"{stem}.parquet", cache_dir / f"{stem}.json"
 
 
-def _atomic_write_bytes(path: Path, write) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-
-
 def _read_cache(data_path: Path, meta_path: Path, manifest: dict) -> pd.DataFrame | None:
     """The cached table if its manifest matches the request and its checksum holds; else None (with why)."""
     if not data_path.exists() or not meta_path.exists():
@@ -182,9 +170,9 @@ def load_offline(length: int, tokenizer: Any, samples_per_task: int = 500, seed:
     if cached is not None:
         return cached
     df = generate(length, count, samples_per_task, seed, tasks, progress=progress)
-    _atomic_write_bytes(data_path, lambda tmp: df.to_parquet(tmp, index=False))
+    atomic_write(data_path, lambda tmp: df.to_parquet(tmp, index=False))
     meta = {**manifest, "substitutes": df.attrs["substitutes"], "sha256": _sha256(data_path)}
-    _atomic_write_bytes(meta_path, lambda tmp: Path(tmp).write_text(json.dumps(meta, indent=2)))
+    atomic_write(meta_path, lambda tmp: Path(tmp).write_text(json.dumps(meta, indent=2)))
     return df
 
 

@@ -22,6 +22,7 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
+from ..atomic import atomic_write, atomic_write_text
 from ..ruler.dataset import fit_haystack
 from ..ruler.tasks import GENERATORS, TaskState
 from ..ruler.templates import NIAH_PREFIX, NIAH_TEMPLATE, TASKS, fill, niah_number, split_context_question
@@ -300,11 +301,8 @@ def _checkpoint(model, tokenizer, optimizer, out: Path, recipe: Recipe, step: in
     """Weights (safetensors) and tokenizer in ``out``, optimizer beside them, state last (atomic rename)."""
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
-    torch.save(optimizer.state_dict(), out / ".optim.pt.tmp")
-    (out / ".optim.pt.tmp").replace(out / ".optim.pt")
+    atomic_write(out / ".optim.pt", lambda tmp: torch.save(optimizer.state_dict(), tmp))
     n_params = sum(p.numel() for p in model.parameters())
     state = {"step": step, "elapsed_s": round(elapsed), "parameters": n_params, "recipe": _recipe_json(recipe),
              "torch": torch.__version__, "threads": torch.get_num_threads()}
-    tmp = out / "trainer_state.json.tmp"
-    tmp.write_text(json.dumps(state, indent=2))
-    tmp.replace(out / "trainer_state.json")
+    atomic_write_text(out / "trainer_state.json", json.dumps(state, indent=2))

@@ -1,0 +1,38 @@
+"""The training recipe runs, checkpoints atomically and resumes where it stopped (tiny sizes)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cachecraft_lib.tiny.train import Recipe, train
+
+ASSET_TOKENIZER = "tests/assets/tokenizer"
+
+
+def _recipe(steps: int) -> Recipe:
+    return Recipe(hidden_size=64, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=64, steps=steps,
+                  batch_tokens=512, warmup=1)
+
+
+@pytest.mark.slow
+def test_train_checkpoints_and_resumes(tmp_path):
+    out = train(tmp_path, _recipe(2), tokenizer_dir=ASSET_TOKENIZER, save_every=1, threads=1)
+    state = json.loads((out / "trainer_state.json").read_text())
+    assert state["step"] == 2 and (out / "model.safetensors").exists() and (out / ".optim.pt").exists()
+    assert not list(out.glob("*.tmp"))
+    with pytest.raises(ValueError, match="another recipe"):
+        train(tmp_path, _recipe(3), save_every=1, threads=1)  # a changed recipe is refused, not mixed in
+    log = (out / "train_log.csv").read_text().splitlines()
+    assert log[0].startswith("step,loss") and [r.split(",")[0] for r in log[1:]] == ["1", "2"]
+
+
+@pytest.mark.slow
+def test_interrupted_training_resumes_from_its_checkpoint(tmp_path):
+    train(tmp_path, _recipe(3), tokenizer_dir=ASSET_TOKENIZER, save_every=10, threads=1, max_minutes=0)
+    assert json.loads((tmp_path / "trainer_state.json").read_text())["step"] == 1  # stopped at a checkpoint
+    train(tmp_path, _recipe(3), save_every=10, threads=1)
+    assert json.loads((tmp_path / "trainer_state.json").read_text())["step"] == 3
+    steps = [r.split(",")[0] for r in (tmp_path / "train_log.csv").read_text().splitlines()[1:]]
+    assert steps == ["1", "2", "3"]
