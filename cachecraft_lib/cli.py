@@ -69,7 +69,7 @@ def _cmd_ruler_score(args: argparse.Namespace) -> int:
 def _cmd_train_tiny(args: argparse.Namespace) -> int:
     from .tiny.train import Recipe, train
 
-    recipe = Recipe(steps=args.steps) if args.steps else Recipe()
+    recipe = Recipe().scaled(args.steps) if args.steps else Recipe()
     out = train(args.out, recipe, resume=not args.fresh, save_every=args.save_every, threads=args.threads,
                 max_minutes=args.max_minutes)
     print(f"weights in {out}")

@@ -35,6 +35,7 @@ Q (queries in the pass), layer (index). Policies see numpy float32 arrays (``Fea
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -166,3 +167,16 @@ def build_context(attn: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, 
     return FeatureContext(arrays, L=length, K=n_kept_tokens(length, compression_ratio), H=attn.shape[0],
                           Q=attn.shape[1], layer=layer, compression_ratio=compression_ratio,
                           chunk_length=chunk_length, window=window)
+
+
+def layer_contexts(layers: Iterable[tuple], compression_ratio: float, n_queries: int = 64, window: int = 32,
+                   chunk_length: int = 20) -> list[tuple[torch.Tensor, FeatureContext]]:
+    """Tail attention and feature context of every layer captured by ``evaluate.SharedPrefill``
+    (``(module, hidden, keys, values, kwargs)`` tuples): the one place a prefill becomes what a policy sees."""
+    out = []
+    with torch.no_grad():
+        for module, hidden, keys, values, kwargs in layers:
+            attn = tail_attention(module, hidden, keys, kwargs["position_embeddings"], n_queries)
+            out.append((attn, build_context(attn, keys, values, compression_ratio, module.layer_idx, window,
+                                            chunk_length)))
+    return out

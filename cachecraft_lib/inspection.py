@@ -11,10 +11,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
-from kvpress import BasePress
 
 from . import frc
-from .features import FEATURES, FeatureContext, build_context, tail_attention
+from .evaluate import SharedPrefill
+from .features import FEATURES, FeatureContext, layer_contexts
 from .policy import SelectionError, validate_selection
 
 
@@ -28,22 +28,6 @@ class LayerView:
     frc_kept: np.ndarray
 
 
-class _Inspect(BasePress):
-    """A press that changes nothing and records a ``LayerView`` per layer."""
-
-    def __init__(self, ratio: float, n_queries: int, window: int, chunk_length: int) -> None:
-        self.ratio, self.n_queries, self.window, self.chunk_length = ratio, n_queries, window, chunk_length
-        self.views: list[LayerView] = []
-
-    def compress(self, module, hidden_states, keys, values, attentions, kwargs):
-        attn = tail_attention(module, hidden_states, keys, kwargs["position_embeddings"], self.n_queries)
-        ctx = build_context(attn, keys, values, self.ratio, module.layer_idx, self.window, self.chunk_length)
-        scores = frc.frc_token_scores(attn, self.window)
-        kept = frc.chunk_top_k(scores, self.ratio, self.chunk_length).cpu().numpy()
-        self.views.append(LayerView(module.layer_idx, attn.cpu(), ctx, kept))
-        return keys, values
-
-
 def context_ids(tokenizer: Any, context: str) -> torch.Tensor:
     """The prefill ids exactly as KVPress's pipeline builds them without a chat template (bos + context)."""
     return tokenizer.encode((tokenizer.bos_token or "") + context, add_special_tokens=False, return_tensors="pt")
@@ -52,10 +36,12 @@ def context_ids(tokenizer: Any, context: str) -> torch.Tensor:
 def inspect_prefill(model: Any, tokenizer: Any, context: str, compression_ratio: float = 0.88,
                     n_queries: int = 64, window: int = 32, chunk_length: int = 20) -> list[LayerView]:
     """Prefill ``context`` once and return every layer's tail attention, features and FRC selection."""
-    press = _Inspect(compression_ratio, n_queries, window, chunk_length)
-    with torch.no_grad(), press(model):
-        model.model(input_ids=context_ids(tokenizer, context).to(model.device))
-    return press.views
+    shared = SharedPrefill(model, context_ids(tokenizer, context))
+    views = []
+    for attn, ctx in layer_contexts(shared.layers, compression_ratio, n_queries, window, chunk_length):
+        kept = frc.chunk_top_k(frc.frc_token_scores(attn, window), compression_ratio, chunk_length)
+        views.append(LayerView(ctx.layer, attn.cpu(), ctx, kept.cpu().numpy()))
+    return views
 
 
 def token_span(tokenizer: Any, context: str, substring: str) -> tuple[int, int]:

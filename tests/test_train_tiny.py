@@ -6,14 +6,23 @@ import json
 
 import pytest
 
-from cachecraft_lib.tiny.train import Recipe, train
+from cachecraft_lib.tiny.train import Recipe, _lr, _stage, train
 
 ASSET_TOKENIZER = "tests/assets/tokenizer"
 
 
 def _recipe(steps: int) -> Recipe:
-    return Recipe(hidden_size=64, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=64, steps=steps,
-                  batch_tokens=512, warmup=1)
+    return Recipe(hidden_size=64, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=64,
+                  batch_tokens=512).scaled(steps)
+
+
+def test_scaled_recipe_keeps_every_stage_and_anneals_to_zero():
+    recipe = Recipe().scaled(56)
+    ends = [s.until for s in recipe.stages]
+    assert ends == sorted(ends) and ends[-1] == 56 and len(set(ends)) == len(ends)
+    assert [_stage(recipe, s).tasks for s in (0, 55)] == [recipe.stages[0].tasks, recipe.stages[-1].tasks]
+    lrs = [_lr(recipe, s) for s in range(57)]
+    assert max(lrs) <= recipe.lr and lrs[-1] == 0.0 and lrs[-2] < lrs[len(lrs) // 2]
 
 
 @pytest.mark.slow

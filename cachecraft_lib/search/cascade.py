@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from ..evaluate import SharedPrefill
-from ..features import build_context, tail_attention
+from ..features import layer_contexts
 from ..models import load_model
 from ..pipeline import TokenwiseQuestionPipeline
 from ..ruler import load, score
@@ -104,12 +104,8 @@ class CascadeEvaluator:
             row = self.stage_rows[stage].iloc[i]
             ids = self.pipe.preprocess(row.context, [row.question], row.answer_prefix, max_context_length=10**9)
             shared = SharedPrefill(self.model, ids["context_ids"])
-            contexts = []
-            with torch.no_grad():
-                for module, hidden, keys, values, kwargs in shared.layers:
-                    attn = tail_attention(module, hidden, keys, kwargs["position_embeddings"], self.settings.n_queries)
-                    contexts.append(build_context(attn, keys, values, self.settings.compression_ratio,
-                                                  module.layer_idx, self.settings.window))
+            contexts = [ctx for _, ctx in layer_contexts(shared.layers, self.settings.compression_ratio,
+                                                         self.settings.n_queries, self.settings.window)]
             self._samples[key] = _Sample(row, contexts, shared, ids["questions_ids"][0])
         return self._samples[key]
 

@@ -113,7 +113,7 @@ def write_card(model_dir: str | Path, results: dict, smoke: dict[str, float], se
         "template: `bos + context`, then `question + \"\\n\" + answer_prefix`, then the answer and `eos`. NIAH "
         "contexts also carry extra questions about their other needles, each masked to see only the context "
         "and itself (KVPress's multi-question rendering): dense answer supervision.",
-        "- Curriculum: " + "; ".join(f"until {s['until']:.0%} of steps: {len(s['tasks'])} tasks at lengths "
+        "- Curriculum: " + "; ".join(f"to step {s['until']}: {len(s['tasks'])} tasks at lengths "
                                      f"{min(s['lengths'])}-{max(s['lengths'])}" for s in recipe["stages"]) + ".",
         f"- Offline substitutes in the data: {', '.join(sorted(SUBSTITUTES))} (synthetic prose / synthetic QA).", "",
         "## Why 1024 and 2048 tokens", "",

@@ -15,7 +15,7 @@ import math
 import random
 import re
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +34,9 @@ NIAH_TASKS = tuple(t for t in TASKS if t.startswith("niah"))
 
 @dataclass(frozen=True)
 class Stage:
-    """One curriculum stage: until ``until`` (share of all steps), which tasks, which lengths."""
+    """One curriculum stage: up to step ``until`` (exclusive), which tasks, which lengths."""
 
-    until: float
+    until: int
     tasks: tuple[str, ...]
     lengths: tuple[int, ...]
 
@@ -55,18 +55,27 @@ class Recipe:
     rope_theta: float = 10000.0
     max_position_embeddings: int = 4096
     seed: int = 1234
-    steps: int = 12000
+    steps: int = 5000
     batch_tokens: int = 4096
     lr: float = 1.5e-3
     warmup: int = 150
+    lr_decay_steps: int = 12000  # cosine horizon; the run ends earlier with a linear cooldown (WSD-style)
+    cooldown: int = 900
     context_loss_weight: float = 0.1
     stages: tuple[Stage, ...] = field(default_factory=lambda: (
         # short contexts full of needles first: the copy-from-context circuit forms where the signal is dense
-        Stage(0.10, ("niah_multikey_2", "niah_single_1", "niah_multikey_1", "niah_multivalue"), (256, 320, 384, 512)),
-        Stage(0.30, NIAH_TASKS, (320, 384, 512, 768, 1024)),
-        Stage(0.60, TASKS, (384, 512, 768, 1024, 1536, 2048)),
-        Stage(1.00, TASKS, (768, 1024, 1024, 1536, 2048, 2048, 2200)),
+        Stage(1200, ("niah_multikey_2", "niah_single_1", "niah_multikey_1", "niah_multivalue"), (256, 320, 384, 512)),
+        Stage(2500, NIAH_TASKS, (320, 384, 512, 768, 1024)),
+        Stage(3900, TASKS, (384, 512, 768, 1024, 1536, 2048)),
+        Stage(5000, TASKS, (768, 1024, 1024, 1536, 2048, 2048, 2200)),
     ))
+
+    def scaled(self, steps: int) -> Recipe:
+        """The same recipe squeezed or stretched to ``steps`` (stage ends, cosine and cooldown in proportion)."""
+        f = steps / self.steps
+        stages = tuple(Stage(max(1, round(s.until * f)), s.tasks, s.lengths) for s in self.stages)
+        return replace(self, steps=steps, stages=stages, warmup=max(1, round(self.warmup * f)),
+                       lr_decay_steps=max(1, round(self.lr_decay_steps * f)), cooldown=max(1, round(self.cooldown * f)))
 
 
 def build_model(recipe: Recipe, tokenizer: Any):
@@ -163,8 +172,7 @@ def niah_extra_questions(context: str, asked: str, rng: random.Random, limit: in
 
 
 def _stage(recipe: Recipe, step: int) -> Stage:
-    frac = step / max(recipe.steps, 1)
-    return next((s for s in recipe.stages if frac < s.until), recipe.stages[-1])
+    return next((s for s in recipe.stages if step < s.until), recipe.stages[-1])
 
 
 def make_batch(stream: SampleStream, recipe: Recipe, step: int, pad_id: int) -> dict[str, torch.Tensor]:
@@ -216,10 +224,13 @@ def weighted_loss(model, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, 
 
 
 def _lr(recipe: Recipe, step: int) -> float:
+    """Warmup, cosine over ``lr_decay_steps`` (floor 10%), then a linear cooldown to 0 over the last
+    ``cooldown`` steps: the run can end before the cosine horizon and still anneal."""
     if step < recipe.warmup:
         return recipe.lr * (step + 1) / recipe.warmup
-    progress = (step - recipe.warmup) / max(recipe.steps - recipe.warmup, 1)
-    return recipe.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0))))
+    progress = (step - recipe.warmup) / max(recipe.lr_decay_steps - recipe.warmup, 1)
+    cosine = recipe.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0))))
+    return cosine * min(1.0, max(recipe.steps - step, 0) / max(recipe.cooldown, 1))
 
 
 def _recipe_json(recipe: Recipe) -> dict:
