@@ -108,7 +108,8 @@ def write_card(model_dir: str | Path, results: dict, smoke: dict[str, float], se
         "## Training", "",
         f"- Steps done: {state['step']} of {recipe['steps']} (batches of about {recipe['batch_tokens']} tokens), "
         f"training time {state['elapsed_s'] / 3600:.1f} h on {state.get('threads', '?')} CPU thread(s), torch "
-        f"{state['torch']}. Reproduce with `cachecraft train-tiny` (seed {recipe['seed']}, resumable).",
+        f"{state['torch']}. Reproduce with `cachecraft train-tiny` (seed {recipe['seed']}, resumable): a rerun "
+        "sees the same data and schedule, but floating-point results differ across thread counts, devices and restarts.",
         "- Data: offline RULER, all 13 tasks, rendered exactly as KVPress's pipeline renders a row without a chat "
         "template: `bos + context`, then `question + \"\\n\" + answer_prefix`, then the answer and `eos`. NIAH "
         "contexts also carry extra questions about their other needles, each masked to see only the context "
