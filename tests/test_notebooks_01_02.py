@@ -14,7 +14,8 @@ def test_notebook_01_features(tmp_path):
     lo, hi = r["needle"]
     assert 0 < lo < hi <= r["L"]
     n_chunks = -(-r["L"] // 20)
-    assert all(k == max(1, int(n_chunks * 0.12)) * 20 for k in r["kept_per_layer"])  # whole chunks at r = 0.88
+    full, short_by = max(1, int(n_chunks * 0.12)) * 20, n_chunks * 20 - r["L"]  # the last chunk may be short
+    assert all(k in (full, full - short_by) for k in r["kept_per_layer"]), r["kept_per_layer"]  # whole chunks, r = 0.88
     assert all(0.0 <= v <= 1.0 for v in r["needle_kept"].values())
     assert 0 < r["attention_on_needle"] < 1
     assert r["corr_shape"][0] == r["corr_shape"][1] >= 15

@@ -43,6 +43,27 @@ def test_stage0_rejections(source, reason):
     assert problems and any(reason in p for p in problems), problems
 
 
+@pytest.mark.parametrize("name", [h for h in mutator.HACKS if h != "outside_block"])
+def test_offline_mutator_repairs_a_hacked_parent(name):
+    """A hacked program sampled as a parent is repaired, not mutated further (as an LLM would after INVALID)."""
+    import asyncio
+
+    hacked = _apply(SEED, mutator.hack(SEED, name))
+    assert "# hack:" in hacked
+    prompt = f"# Current Program\n```python\n{hacked}\n```\n"
+    reply = asyncio.run(mutator.OfflineMutator().generate_with_context("", [{"role": "user", "content": prompt}], seed=3))
+    assert "repair" in reply
+    assert runlog.proposed_hack(mutator.hack(SEED, name)).group(1) == name
+    assert runlog.proposed_hack(reply) is None  # a repair is not counted as a hack in notebook 05
+    assert _apply(hacked, reply) == SEED and stage0(_apply(hacked, reply), SEED) == []
+
+
+def _apply(code: str, reply: str) -> str:
+    search, replace = reply.split("<<<<<<< SEARCH\n")[1].split("\n>>>>>>> REPLACE")[0].split("\n=======\n")
+    assert search in code
+    return code.replace(search, replace)
+
+
 def test_offline_mutator_edits_are_valid_and_deterministic():
     import asyncio
 
@@ -111,6 +132,10 @@ def test_offline_run_writes_a_trace_the_loader_reads(tmp_path):
     caught = runlog.hacks_caught(run)
     assert "NOT CAUGHT" not in set(caught.caught_by)
     assert (tmp_path / "checkpoints").exists() and (tmp_path / "best" / "best_program.py").exists()
+    assert evolve("v5", 3, tmp_path, profile, mutator="offline", adversarial=0.5) is None  # complete: nothing re-run
+    assert len(runlog.load_run(tmp_path).trace) == 3
+    evolve("v5", 4, tmp_path, profile, mutator="offline", adversarial=0.5)  # resumed: one more iteration, not four
+    assert list(runlog.load_run(tmp_path).trace.iteration) == [1, 2, 3, 4]
 
 
 def test_runlog_helpers():

@@ -117,6 +117,27 @@ def hack(code: str, name: str) -> str:
     return _diff(select, f"{header}\n{bodies[name]}")
 
 
+CLEAN_SELECT = '''def select_tokens_to_keep(scores, ctx):
+    if SELECTION == "chunked":
+        return topk_chunks(scores, ctx)
+    return topk_tokens(scores, ctx)'''
+
+
+def repair(code: str) -> str | None:
+    """Undo an earlier hack in ``code`` (a diff back to the seeds' selection), or None if it carries none.
+
+    Invalid programs stay in OpenEvolve's database and can be sampled as parents; an LLM reads the
+    INVALID artifact in its prompt and fixes the program, so the offline mutator does the same instead
+    of stacking edits on a program that can never be valid.
+    """
+    if "# hack:" not in code:
+        return None
+    select = _function_text(code, "select_tokens_to_keep")
+    if "# hack:" not in select:
+        return None  # a hack outside the selection (e.g. an import) is reverted by OpenEvolve itself
+    return _diff(select, CLEAN_SELECT)
+
+
 class OfflineMutator:
     """OpenEvolve LLM interface without an LLM: deterministic code edits from the per-iteration seed."""
 
@@ -137,6 +158,9 @@ class OfflineMutator:
             return "I cannot find the current program in the prompt."
         code = match.group(1)
         rng = random.Random(f"{kwargs.get('seed', 0)}:{self.calls if 'seed' not in kwargs else 0}")
+        fix = repair(code)
+        if fix is not None:
+            return "Proposed change: repair the selection the evaluator rejected as INVALID\n\n" + fix
         if self.adversarial and rng.random() < self.adversarial:
             name = rng.choice(HACKS)
             return f"Proposed change: {name} (adversarial test)\n\n" + hack(code, name)

@@ -104,11 +104,17 @@ def deterministic_ids(seed: int) -> None:
 async def evolve_async(seed: str | Path, iterations: int, out_dir: str | Path, profile: Profile,
                        mutator: str = "offline", adversarial: float = 0.0, ratio: float = 0.83,
                        random_seed: int = 42, resume: bool = True, gate: float | None = None, **llm: Any):
-    """Run (or resume) a search; returns OpenEvolve's best ``Program``. Usable with ``await`` in a notebook."""
+    """Run (or resume) a search to ``iterations`` in all; returns OpenEvolve's best ``Program`` (None when the
+    folder already holds that many iterations: nothing is re-run). Usable with ``await`` in a notebook."""
     from openevolve import OpenEvolve
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    checkpoint = latest_checkpoint(out) if resume else None
+    done = int(checkpoint.name.split("_")[-1]) if checkpoint else 0
+    if done >= iterations:
+        print(f"{out} already holds {done} iterations (asked for {iterations}): nothing to run")
+        return None
     settings = settings_for(profile, seed, ratio)
     settings.gate = gate
     settings.save(out / "search_config.json")
@@ -126,11 +132,10 @@ async def evolve_async(seed: str | Path, iterations: int, out_dir: str | Path, p
         f"gate={gate} (paper: {PAPER_GATE} at no-compression {PAPER_NO_PRESS}; scaled to this model)\n"
         f"model={settings.model}\nlength={settings.length}\nratio={ratio}\niterations={iterations}\n")
     deterministic_ids(random_seed)
-    checkpoint = latest_checkpoint(out) if resume else None
     handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         controller = OpenEvolve(str(initial), str(EVALUATOR_FILE), config, output_dir=str(out))
-        return await controller.run(iterations=iterations, checkpoint_path=str(checkpoint) if checkpoint else None)
+        return await controller.run(iterations=iterations - done, checkpoint_path=str(checkpoint) if checkpoint else None)
     finally:
         for sig, handler in handlers.items():
             signal.signal(sig, handler)

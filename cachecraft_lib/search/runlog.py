@@ -20,6 +20,7 @@ from .mutator import parse_scorer
 
 FRC_FEATURES = ("local_attn", "density", "max_head")
 HACK_RE = re.compile(r"# hack: (\w+)")
+REPLACE_RE = re.compile(r"\n=======\n(.*?)\n>>>>>>> REPLACE", re.S)
 CHANGE_RE = re.compile(r"Proposed change: (.+)")
 
 
@@ -52,13 +53,22 @@ def frc_share(features: tuple | None, weights: tuple | None) -> float:
     return sum(abs(w) for f, w in zip(features, weights, strict=False) if f in FRC_FEATURES) / total if total else np.nan
 
 
+def proposed_hack(response: str) -> re.Match | None:
+    """The hack a response proposes: a ``# hack:`` tag in a REPLACE part (a tag only in a SEARCH part
+    is the mutator repairing a hacked parent, not a new hack)."""
+    for block in REPLACE_RE.findall(response):
+        if match := HACK_RE.search(block):
+            return match
+    return None
+
+
 def _row(rec: dict) -> dict:
     m = rec.get("child_metrics") or {}
     art = rec.get("artifacts") or {}
     response = rec.get("llm_response") or ""
     code = rec.get("child_code") or ""
     scorer = parse_scorer(code) or {}
-    hack = HACK_RE.search(response)
+    hack = proposed_hack(response)
     change = CHANGE_RE.search(response)
     return {
         "iteration": rec.get("iteration"), "island": rec.get("island_id"), "generation": rec.get("generation"),
