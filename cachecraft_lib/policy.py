@@ -57,13 +57,13 @@ def maxabs(x: Any) -> np.ndarray:
 
 def topk_tokens(scores: Any, ctx: Any) -> np.ndarray:
     """Tokenwise selection: the sorted indices of the ``ctx.K`` highest scores."""
-    t = torch.as_tensor(np.asarray(scores, dtype=np.float32))
+    t = torch.from_numpy(np.array(scores, dtype=np.float32))  # a copy: feature arrays are read-only
     return frc.token_top_k(t, ctx.compression_ratio).numpy()
 
 
 def topk_chunks(scores: Any, ctx: Any, chunk_length: int | None = None) -> np.ndarray:
     """Chunked selection: whole chunks of ``ctx.chunk_length`` tokens with the best mean score, sorted."""
-    t = torch.as_tensor(np.asarray(scores, dtype=np.float32))
+    t = torch.from_numpy(np.array(scores, dtype=np.float32))  # a copy: feature arrays are read-only
     return frc.chunk_top_k(t, ctx.compression_ratio, chunk_length or ctx.chunk_length).numpy()
 
 
