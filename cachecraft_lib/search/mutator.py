@@ -18,6 +18,7 @@ import re
 from typing import Any
 
 from ..features import FEATURES
+from .seeds import SEEDS
 
 OFFLINE_NAME = "offline-mutator (not an LLM)"
 PROGRAM_RE = re.compile(r"# Current Program\n```[a-zA-Z]*\n(.*?)\n```", re.DOTALL)
@@ -117,12 +118,6 @@ def hack(code: str, name: str) -> str:
     return _diff(select, f"{header}\n{bodies[name]}")
 
 
-CLEAN_SELECT = '''def select_tokens_to_keep(scores, ctx):
-    if SELECTION == "chunked":
-        return topk_chunks(scores, ctx)
-    return topk_tokens(scores, ctx)'''
-
-
 def repair(code: str) -> str | None:
     """Undo an earlier hack in ``code`` (a diff back to the seeds' selection), or None if it carries none.
 
@@ -135,7 +130,8 @@ def repair(code: str) -> str | None:
     select = _function_text(code, "select_tokens_to_keep")
     if "# hack:" not in select:
         return None  # a hack outside the selection (e.g. an import) is reverted by OpenEvolve itself
-    return _diff(select, CLEAN_SELECT)
+    clean = _function_text(SEEDS["v5"].read_text(), "select_tokens_to_keep")  # every seed's selection
+    return _diff(select, clean)
 
 
 class OfflineMutator:

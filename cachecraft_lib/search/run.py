@@ -83,9 +83,14 @@ def build_config(iterations: int, mutator: str = "offline", seed: int = 42, adve
     return cfg
 
 
+def checkpoint_iteration(checkpoint: Path) -> int:
+    """The iteration ``n`` of a ``checkpoints/checkpoint_<n>`` folder."""
+    return int(checkpoint.name.split("_")[-1])
+
+
 def latest_checkpoint(out_dir: str | Path) -> Path | None:
     """The newest ``checkpoints/checkpoint_<n>`` of a run folder, to resume from."""
-    found = sorted(Path(out_dir).glob("checkpoints/checkpoint_*"), key=lambda p: int(p.name.split("_")[-1]))
+    found = sorted(Path(out_dir).glob("checkpoints/checkpoint_*"), key=checkpoint_iteration)
     return found[-1] if found else None
 
 
@@ -111,7 +116,7 @@ async def evolve_async(seed: str | Path, iterations: int, out_dir: str | Path, p
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     checkpoint = latest_checkpoint(out) if resume else None
-    done = int(checkpoint.name.split("_")[-1]) if checkpoint else 0
+    done = checkpoint_iteration(checkpoint) if checkpoint else 0
     if done >= iterations:
         print(f"{out} already holds {done} iterations (asked for {iterations}): nothing to run")
         return None
