@@ -57,3 +57,20 @@ def test_shipped_weights_match_their_model_card(tiny):
     assert now["aggregate"] >= stored["aggregate"] - 5, (now, stored)
     for task in stored:
         assert now[task] >= stored[task] - 50, (task, now, stored)  # at most one of two samples may flip
+
+
+def test_rebuilt_card_keeps_the_earlier_measurement_as_history(tmp_path):
+    from cachecraft_lib.tiny.card import write_card
+    from cachecraft_lib.tiny.train import Recipe, _recipe_json
+
+    state = {"step": 7400, "elapsed_s": 3600, "parameters": 10, "recipe": _recipe_json(Recipe()), "torch": "x"}
+    (tmp_path / "trainer_state.json").write_text(json.dumps(state))
+    old = {"step": 5000, "seed": 1, "samples_per_task": 5, "scores": {"1024/no_press/0.0": {"aggregate": 41.7}}}
+    (tmp_path / "quality.json").write_text(json.dumps(old))
+    results = {"seed": 1, "samples_per_task": 5, "scores": {"1024/no_press/0.0": {"niah_single_1": 100.0, "aggregate": 50.0}}}
+    card = write_card(tmp_path, results, {"aggregate": 50.0}, 1.0).read_text()
+    history = json.loads((tmp_path / "quality.json").read_text())["history"]
+    assert history == [{"step": 5000, "seed": 1, "samples_per_task": 5, "aggregate": {"1024/no_press/0.0": 41.7}}]
+    assert "## Aggregate over training" in card and "step 5000" in card and "refine cycle" in card
+    write_card(tmp_path, results, {"aggregate": 50.0}, 1.0)  # same step again: no duplicate entry
+    assert len(json.loads((tmp_path / "quality.json").read_text())["history"]) == 1

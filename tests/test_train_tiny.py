@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import random
 
 import pytest
 
-from cachecraft_lib.tiny.train import Recipe, _lr, _stage, train
+from cachecraft_lib.ruler.tasks import GENERATORS, TaskState
+from cachecraft_lib.ruler.templates import split_context_question
+from cachecraft_lib.tiny.train import _ENTITY, Recipe, Stage, _lr, _stage, qa_extra_questions, train
 
 ASSET_TOKENIZER = "tests/assets/tokenizer"
 
@@ -23,6 +26,29 @@ def test_scaled_recipe_keeps_every_stage_and_anneals_to_zero():
     assert [_stage(recipe, s).tasks for s in (0, 55)] == [recipe.stages[0].tasks, recipe.stages[-1].tasks]
     lrs = [_lr(recipe, s) for s in range(57)]
     assert max(lrs) <= recipe.lr and lrs[-1] == 0.0 and lrs[-2] < lrs[len(lrs) // 2]
+    base = recipe.base_steps
+    assert lrs[base - 1] < 0.1 * recipe.lr  # the base run anneals before the refine cycle
+    assert max(lrs[base:]) == pytest.approx(recipe.refine_lr)  # which re-warms, then cools to 0
+
+
+def test_weighted_stage_never_picks_a_zero_weight_task():
+    stage = Stage(10, ("vt", "qa_1"), (512,), weights=(0.0, 1.0))
+    rng = random.Random(0)
+    assert {stage.pick_task(["vt", "qa_1"], rng) for _ in range(50)} == {"qa_1"}
+    assert {Stage(10, ("vt", "qa_1"), (512,)).pick_task(["vt", "qa_1"], rng) for _ in range(50)} == {"vt", "qa_1"}
+
+
+def test_dense_qa_questions_ask_other_documents_with_their_true_answers():
+    rng = random.Random(3)
+    text, _ = GENERATORS["qa_1"].build(12, rng, TaskState(1024, 7))
+    context, question, prefix = split_context_question(text, "qa_1")
+    facts = {name: (city, year, founder, product) for name, city, year, founder, product in _ENTITY.findall(context)}
+    extra = qa_extra_questions(context, question, prefix, rng, limit=5)
+    assert len(extra) == 5 and len(facts) == 12
+    for q, p, answers in extra:
+        assert p == prefix and q.startswith(question[: question.rindex("Question:")])
+        name = next(n for n in facts if n in q)
+        assert name not in question and answers[0] in facts[name]
 
 
 @pytest.mark.slow

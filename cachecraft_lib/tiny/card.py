@@ -87,8 +87,9 @@ def write_card(model_dir: str | Path, results: dict, smoke: dict[str, float], se
     """``quality.json`` (machine-readable) and ``README.md`` (the model card) in ``model_dir``."""
     folder = Path(model_dir)
     state = json.loads((folder / "trainer_state.json").read_text())
+    history = quality_history(folder / "quality.json", state["step"])
     quality = {**results, "smoke_check": {**SMOKE_CHECK, "tasks": list(SMOKE_CHECK["tasks"]), "scores": smoke},
-               "step": state["step"], "measured_in_s": round(seconds)}
+               "step": state["step"], "measured_in_s": round(seconds), "history": history}
     (folder / "quality.json").write_text(json.dumps(quality, indent=2))
     recipe = state["recipe"]
     table = pd.DataFrame({k: pd.Series(v) for k, v in results["scores"].items()})
@@ -114,8 +115,11 @@ def write_card(model_dir: str | Path, results: dict, smoke: dict[str, float], se
         "template: `bos + context`, then `question + \"\\n\" + answer_prefix`, then the answer and `eos`. NIAH "
         "contexts also carry extra questions about their other needles, each masked to see only the context "
         "and itself (KVPress's multi-question rendering): dense answer supervision.",
-        "- Curriculum: " + "; ".join(f"to step {s['until']}: {len(s['tasks'])} tasks at lengths "
-                                     f"{min(s['lengths'])}-{max(s['lengths'])}" for s in recipe["stages"]) + ".",
+        "- Curriculum: " + "; ".join(_stage_line(s) for s in recipe["stages"]) + ".",
+        f"- Learning rate: AdamW, warmup {recipe['warmup']}, cosine from {recipe['lr']:g} (horizon "
+        f"{recipe['lr_decay_steps']}), linear cooldown to 0 at step {recipe.get('base_steps', recipe['steps'])}"
+        + (f"; then a refine cycle: re-warm to {recipe['refine_lr']:g}, linear cooldown to 0 at step {recipe['steps']}"
+           if recipe.get("base_steps", recipe["steps"]) < recipe["steps"] else "") + ".",
         f"- Offline substitutes in the data: {', '.join(sorted(SUBSTITUTES))} (synthetic prose / synthetic QA).", "",
         "## Why 1024 and 2048 tokens", "",
         "The `cpu` profile stands in for the paper's 4096/8192 with the same 1:2 ratio. On two CPU cores a",
@@ -129,9 +133,41 @@ def write_card(model_dir: str | Path, results: dict, smoke: dict[str, float], se
         "", "Columns are `length/method/compression ratio`; scores are RULER's string_match x 100.", "",
         "Quality bar (aggregate >= 80, every NIAH task >= 90, StreamingLLM 0.88 far below, SnapKV 0.25 close):",
         *quality_bar(results), "",
-        f"Smoke check (re-run by `tests/test_tiny_model.py`): {json.dumps(smoke)}.", ""]
+        f"Smoke check (re-run by `tests/test_tiny_model.py`): {json.dumps(smoke)}.", "",
+        *_history_lines(history, quality)]
     (folder / "README.md").write_text("\n".join(lines))
     return folder / "README.md"
+
+
+def _stage_line(stage: dict) -> str:
+    line = f"to step {stage['until']}: {len(stage['tasks'])} tasks at lengths {min(stage['lengths'])}-{max(stage['lengths'])}"
+    if stage.get("weights"):
+        heavy = [t for t, w in zip(stage["tasks"], stage["weights"], strict=True) if w > 1]
+        line += f", oversampling {', '.join(heavy)}"
+    if stage.get("dense_qa"):
+        line += ", QA with extra questions about the other documents"
+    return line
+
+
+def quality_history(path: Path, step: int) -> list[dict]:
+    """Earlier measurements of this model (aggregates per column), carried over when the card is rebuilt
+    at a new step, so the card shows what further training bought."""
+    if not path.exists():
+        return []
+    old = json.loads(path.read_text())
+    history = list(old.get("history", []))
+    if old.get("step") != step and "scores" in old:
+        history.append({"step": old["step"], "seed": old.get("seed"), "samples_per_task": old.get("samples_per_task"),
+                        "aggregate": {k: v.get("aggregate") for k, v in old["scores"].items()}})
+    return history
+
+
+def _history_lines(history: list[dict], current: dict) -> list[str]:
+    if not history:
+        return []
+    rows = history + [{"step": current["step"], "aggregate": {k: v.get("aggregate") for k, v in current["scores"].items()}}]
+    table = pd.DataFrame({f"step {r['step']}": pd.Series(r["aggregate"]) for r in rows})
+    return ["## Aggregate over training", "", _md(table), ""]
 
 
 def _size_mb(folder: Path) -> float:

@@ -34,11 +34,23 @@ NIAH_TASKS = tuple(t for t in TASKS if t.startswith("niah"))
 
 @dataclass(frozen=True)
 class Stage:
-    """One curriculum stage: up to step ``until`` (exclusive), which tasks, which lengths."""
+    """One curriculum stage: up to step ``until`` (exclusive), which tasks, which lengths.
+
+    ``weights`` (one per task) oversample the tasks the model still fails; ``dense_qa`` adds questions
+    about the other documents of a QA context, the dense supervision that made NIAH learnable.
+    """
 
     until: int
     tasks: tuple[str, ...]
     lengths: tuple[int, ...]
+    weights: tuple[float, ...] | None = None
+    dense_qa: bool = False
+
+    def pick_task(self, tasks: list[str], rng: random.Random) -> str:
+        if self.weights is None:
+            return rng.choice(tasks)
+        by_task = dict(zip(self.tasks, self.weights, strict=True))
+        return rng.choices(tasks, weights=[by_task[t] for t in tasks])[0]
 
 
 @dataclass
@@ -55,12 +67,16 @@ class Recipe:
     rope_theta: float = 10000.0
     max_position_embeddings: int = 4096
     seed: int = 1234
-    steps: int = 5000
+    steps: int = 7400
     batch_tokens: int = 4096
     lr: float = 1.5e-3
     warmup: int = 150
-    lr_decay_steps: int = 12000  # cosine horizon; the run ends earlier with a linear cooldown (WSD-style)
+    lr_decay_steps: int = 12000  # cosine horizon; the base run ends earlier with a linear cooldown (WSD-style)
     cooldown: int = 900
+    base_steps: int = 5000  # end of the base run (lr 0); a refine cycle follows up to ``steps``
+    refine_lr: float = 6e-4
+    refine_warmup: int = 100
+    refine_cooldown: int = 500
     context_loss_weight: float = 0.1
     stages: tuple[Stage, ...] = field(default_factory=lambda: (
         # short contexts full of needles first: the copy-from-context circuit forms where the signal is dense
@@ -68,14 +84,21 @@ class Recipe:
         Stage(2500, NIAH_TASKS, (320, 384, 512, 768, 1024)),
         Stage(3900, TASKS, (384, 512, 768, 1024, 1536, 2048)),
         Stage(5000, TASKS, (768, 1024, 1024, 1536, 2048, 2048, 2200)),
+        # refine: the tasks still failing at step 5000 twice as often, QA with dense questions
+        Stage(7400, TASKS, (768, 1024, 1024, 1536, 2048, 2048, 2200),
+              weights=(0.5, 0.5, 0.5, 1.0, 1.5, 1.5, 1.5, 1.5, 2.0, 1.0, 0.5, 2.0, 2.0), dense_qa=True),
     ))
 
     def scaled(self, steps: int) -> Recipe:
         """The same recipe squeezed or stretched to ``steps`` (stage ends, cosine and cooldown in proportion)."""
         f = steps / self.steps
         stages = tuple(Stage(max(1, round(s.until * f)), s.tasks, s.lengths) for s in self.stages)
-        return replace(self, steps=steps, stages=stages, warmup=max(1, round(self.warmup * f)),
-                       lr_decay_steps=max(1, round(self.lr_decay_steps * f)), cooldown=max(1, round(self.cooldown * f)))
+        def k(n: int) -> int:
+            return max(1, round(n * f))
+
+        return replace(self, steps=steps, stages=stages, warmup=k(self.warmup), lr_decay_steps=k(self.lr_decay_steps),
+                       cooldown=k(self.cooldown), base_steps=k(self.base_steps), refine_warmup=k(self.refine_warmup),
+                       refine_cooldown=k(self.refine_cooldown))
 
 
 def build_model(recipe: Recipe, tokenizer: Any):
@@ -111,7 +134,8 @@ class SampleStream:
                 self._fit[key] = None
         return self._fit[key]
 
-    def sample(self, task: str, length: int, rng: random.Random, extra_questions: int = 8) -> Row | None:
+    def sample(self, task: str, length: int, rng: random.Random, extra_questions: int = 8,
+               dense_qa: bool = False) -> Row | None:
         """One context with its RULER question and, for NIAH, extra questions about other needles.
 
         Each (question, answer) block sees the context and itself only (block mask, positions
@@ -127,6 +151,8 @@ class SampleStream:
         qas = [(question, prefix, answers)]
         if task.startswith("niah") and extra_questions:
             qas += niah_extra_questions(context, question, rng, extra_questions)
+        if task.startswith("qa") and dense_qa and extra_questions:
+            qas += qa_extra_questions(context, question, prefix, rng, extra_questions)
         ctx_ids = render_ids(self.tokenizer, context, "", "")[0]
         ids, weights, blocks = list(ctx_ids), [0.0] * len(ctx_ids), [0] * len(ctx_ids)
         positions = list(range(len(ctx_ids)))
@@ -171,6 +197,27 @@ def niah_extra_questions(context: str, asked: str, rng: random.Random, limit: in
     return out
 
 
+_ENTITY = re.compile(r"The ([\w ]+?) is an institution in the city of (\w+)\. It was established in (\d+) by "
+                     r"([\w ]+?)\. Today the [\w ]+? is best known for its ([\w ]+?),")
+
+
+def qa_extra_questions(context: str, asked: str, prefix: str, rng: random.Random,
+                       limit: int) -> list[tuple[str, str, list[str]]]:
+    """Single-hop questions, in the QA task's own wording, about institutions of ``context`` other than the
+    one ``asked``: every document becomes a supervised retrieval, as every needle does for NIAH."""
+    from ..ruler.tasks import _QA1_QUESTIONS
+
+    head = asked[: asked.rindex("Question:") + len("Question:")] if "Question:" in asked else ""
+    out = []
+    entities = [m for m in _ENTITY.findall(context) if m[0] not in asked]
+    for name, city, year, founder, product in rng.sample(entities, min(limit, len(entities))):
+        values = {"city": city, "year": year, "founder": founder, "product": product}
+        field_name, template = rng.choice(_QA1_QUESTIONS)
+        tail = asked[asked.rindex("?") + 1:] if "?" in asked else ""  # keep the task's exact spacing
+        out.append((f"{head} {template.format(name=name)}{tail}", prefix, [values[field_name]]))
+    return out
+
+
 def _stage(recipe: Recipe, step: int) -> Stage:
     return next((s for s in recipe.stages if step < s.until), recipe.stages[-1])
 
@@ -186,7 +233,7 @@ def make_batch(stream: SampleStream, recipe: Recipe, step: int, pad_id: int) -> 
         raise ValueError(f"no task of the stage fits {length} tokens; raise the stage's lengths")
     rows: list[Row] = []
     while sum(len(r.ids) for r in rows) < recipe.batch_tokens or not rows:
-        rows.append(stream.sample(rng.choice(tasks), length, rng))
+        rows.append(stream.sample(stage.pick_task(tasks, rng), length, rng, dense_qa=stage.dense_qa))
     width = max(len(r.ids) for r in rows)
     ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
     weights = torch.zeros((len(rows), width))
@@ -224,13 +271,18 @@ def weighted_loss(model, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, 
 
 
 def _lr(recipe: Recipe, step: int) -> float:
-    """Warmup, cosine over ``lr_decay_steps`` (floor 10%), then a linear cooldown to 0 over the last
-    ``cooldown`` steps: the run can end before the cosine horizon and still anneal."""
+    """Base run: warmup, cosine over ``lr_decay_steps`` (floor 10%), then a linear cooldown to 0 at
+    ``base_steps``: the run can end before the cosine horizon and still anneal. Refine cycle after it:
+    re-warm to ``refine_lr``, hold, cool down linearly to 0 at ``steps`` (a second WSD cycle)."""
+    if step >= recipe.base_steps:
+        warm = min(1.0, (step - recipe.base_steps + 1) / max(recipe.refine_warmup, 1))
+        cool = min(1.0, max(recipe.steps - step, 0) / max(recipe.refine_cooldown, 1))
+        return recipe.refine_lr * warm * cool
     if step < recipe.warmup:
         return recipe.lr * (step + 1) / recipe.warmup
     progress = (step - recipe.warmup) / max(recipe.lr_decay_steps - recipe.warmup, 1)
     cosine = recipe.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0))))
-    return cosine * min(1.0, max(recipe.steps - step, 0) / max(recipe.cooldown, 1))
+    return cosine * min(1.0, max(recipe.base_steps - step, 0) / max(recipe.cooldown, 1))
 
 
 def _recipe_json(recipe: Recipe) -> dict:
