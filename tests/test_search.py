@@ -83,6 +83,15 @@ def test_offline_mutator_edits_are_valid_and_deterministic():
 
 
 @pytest.mark.slow
+def test_default_gate_is_the_papers_relative_to_the_seed(evaluator):
+    from cachecraft_lib.search.cascade import PAPER_GATE, PAPER_SEED_S1
+
+    gate = evaluator._scaled_gate()
+    assert gate == round(PAPER_GATE / PAPER_SEED_S1 * evaluator.run_stage(SEED, 1), 2)
+    assert gate <= evaluator.seed_s1  # the seed itself always passes, as it did in the paper
+
+
+@pytest.mark.slow
 def test_stage_fitness_and_gate_flags(evaluator):
     one = evaluator.stage1(SEED)
     assert one["metrics"]["valid"] == 1.0 and one["metrics"]["combined_score"] == pytest.approx(0.25 * one["metrics"]["s1"])

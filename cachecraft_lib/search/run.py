@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..profiles import Profile
-from .cascade import CONFIG_ENV, PAPER_GATE, PAPER_NO_PRESS, SearchSettings
+from .cascade import CONFIG_ENV, PAPER_GATE, PAPER_SEED_S1, SearchSettings
 from .mutator import OFFLINE_NAME, SYSTEM_MESSAGE, init_offline_client
 from .seeds import seed_path
 
@@ -134,7 +134,7 @@ async def evolve_async(seed: str | Path, iterations: int, out_dir: str | Path, p
     config = build_config(iterations, mutator, random_seed, adversarial, gate_score=gate, **llm)
     (out / "run_info.txt").write_text(
         f"seed={seed}\nmutator={mutator if mutator != 'offline' else OFFLINE_NAME}\nadversarial={adversarial}\n"
-        f"gate={gate} (paper: {PAPER_GATE} at no-compression {PAPER_NO_PRESS}; scaled to this model)\n"
+        f"gate={gate} (paper: {PAPER_GATE} with the seed at {PAPER_SEED_S1}; scaled to this model's seed S1)\n"
         f"model={settings.model}\nlength={settings.length}\nratio={ratio}\niterations={iterations}\n")
     deterministic_ids(random_seed)
     handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
