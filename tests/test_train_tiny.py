@@ -7,9 +7,9 @@ import random
 
 import pytest
 
-from cachecraft_lib.ruler.tasks import GENERATORS, TaskState
+from cachecraft_lib.ruler.tasks import ENTITY_DOC, GENERATORS, TaskState
 from cachecraft_lib.ruler.templates import split_context_question
-from cachecraft_lib.tiny.train import _ENTITY, Recipe, Stage, _lr, _stage, qa_extra_questions, train
+from cachecraft_lib.tiny.train import Recipe, Stage, _lr, _stage, qa_extra_questions, train
 
 ASSET_TOKENIZER = "tests/assets/tokenizer"
 
@@ -42,7 +42,7 @@ def test_dense_qa_questions_ask_other_documents_with_their_true_answers():
     rng = random.Random(3)
     text, _ = GENERATORS["qa_1"].build(12, rng, TaskState(1024, 7))
     context, question, prefix = split_context_question(text, "qa_1")
-    facts = {name: (city, year, founder, product) for name, city, year, founder, product in _ENTITY.findall(context)}
+    facts = {name: (city, year, founder, product) for name, city, year, founder, product in ENTITY_DOC.findall(context)}
     extra = qa_extra_questions(context, question, prefix, rng, limit=5)
     assert len(extra) == 5 and len(facts) == 12
     for q, p, answers in extra:

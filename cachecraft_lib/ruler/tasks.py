@@ -9,6 +9,7 @@ synthetic document-QA tasks) are listed in ``SUBSTITUTES``.
 from __future__ import annotations
 
 import random
+import re
 import string
 import uuid
 from collections.abc import Callable
@@ -243,7 +244,11 @@ def _person_doc(person: str, city: str, year: str, rng: random.Random) -> str:
             f"and later worked as a {rng.choice(nouns())} merchant before founding several institutions.")
 
 
-_QA1_QUESTIONS = (("city", "In which city is the {name}?"), ("year", "In what year was the {name} established?"),
+# the fields of an _entity_doc, read back from the text (training asks about every document of a context)
+ENTITY_DOC = re.compile(r"The ([\w ]+?) is an institution in the city of (\w+)\. It was established in (\d+) by "
+                        r"([\w ]+?)\. Today the [\w ]+? is best known for its ([\w ]+?),")
+
+QA1_QUESTIONS = (("city", "In which city is the {name}?"), ("year", "In what year was the {name} established?"),
                   ("founder", "Who established the {name}?"), ("product", "What is the {name} best known for?"))
 
 
@@ -255,7 +260,7 @@ def _qa_docs(gold: list[str], n_docs: int, seed: int, distractor: Callable[[], s
 
 def _qa_1(n: int, rng: random.Random, state: TaskState) -> tuple[str, list[str]]:
     gold = _entity(rng)
-    field_name, question = rng.choice(_QA1_QUESTIONS)
+    field_name, question = rng.choice(QA1_QUESTIONS)
     context = _qa_docs([_entity_doc(gold)], n, state.seed, lambda: _entity_doc(_entity(rng)))
     return T.fill(T.QA_TEMPLATE + T.QA_PREFIX, context=context, query=question.format(**gold)), [gold[field_name]]
 

@@ -24,7 +24,7 @@ from tqdm.auto import tqdm
 
 from ..atomic import atomic_write, atomic_write_text
 from ..ruler.dataset import fit_haystack
-from ..ruler.tasks import GENERATORS, TaskState
+from ..ruler.tasks import ENTITY_DOC, GENERATORS, QA1_QUESTIONS, TaskState
 from ..ruler.templates import NIAH_PREFIX, NIAH_TEMPLATE, TASKS, fill, niah_number, split_context_question
 from ..ruler.tokens import as_counter
 from .render import answer_text, render_ids
@@ -84,7 +84,7 @@ class Recipe:
         Stage(2500, NIAH_TASKS, (320, 384, 512, 768, 1024)),
         Stage(3900, TASKS, (384, 512, 768, 1024, 1536, 2048)),
         Stage(5000, TASKS, (768, 1024, 1024, 1536, 2048, 2048, 2200)),
-        # refine: the tasks still failing at step 5000 twice as often, QA with dense questions
+        # refine: the tasks still failing at step 5000 up to 4x as often as single NIAH, QA with dense questions
         Stage(7400, TASKS, (768, 1024, 1024, 1536, 2048, 2048, 2200),
               weights=(0.5, 0.5, 0.5, 1.0, 1.5, 1.5, 1.5, 1.5, 2.0, 1.0, 0.5, 2.0, 2.0), dense_qa=True),
     ))
@@ -92,7 +92,7 @@ class Recipe:
     def scaled(self, steps: int) -> Recipe:
         """The same recipe squeezed or stretched to ``steps`` (stage ends, cosine and cooldown in proportion)."""
         f = steps / self.steps
-        stages = tuple(Stage(max(1, round(s.until * f)), s.tasks, s.lengths) for s in self.stages)
+        stages = tuple(replace(s, until=max(1, round(s.until * f))) for s in self.stages)
         def k(n: int) -> int:
             return max(1, round(n * f))
 
@@ -197,23 +197,17 @@ def niah_extra_questions(context: str, asked: str, rng: random.Random, limit: in
     return out
 
 
-_ENTITY = re.compile(r"The ([\w ]+?) is an institution in the city of (\w+)\. It was established in (\d+) by "
-                     r"([\w ]+?)\. Today the [\w ]+? is best known for its ([\w ]+?),")
-
-
 def qa_extra_questions(context: str, asked: str, prefix: str, rng: random.Random,
                        limit: int) -> list[tuple[str, str, list[str]]]:
     """Single-hop questions, in the QA task's own wording, about institutions of ``context`` other than the
     one ``asked``: every document becomes a supervised retrieval, as every needle does for NIAH."""
-    from ..ruler.tasks import _QA1_QUESTIONS
-
     head = asked[: asked.rindex("Question:") + len("Question:")] if "Question:" in asked else ""
+    tail = asked[asked.rindex("?") + 1:] if "?" in asked else ""  # keep the task's exact spacing
     out = []
-    entities = [m for m in _ENTITY.findall(context) if m[0] not in asked]
+    entities = [m for m in ENTITY_DOC.findall(context) if m[0] not in asked]
     for name, city, year, founder, product in rng.sample(entities, min(limit, len(entities))):
         values = {"city": city, "year": year, "founder": founder, "product": product}
-        field_name, template = rng.choice(_QA1_QUESTIONS)
-        tail = asked[asked.rindex("?") + 1:] if "?" in asked else ""  # keep the task's exact spacing
+        field_name, template = rng.choice(QA1_QUESTIONS)
         out.append((f"{head} {template.format(name=name)}{tail}", prefix, [values[field_name]]))
     return out
 
