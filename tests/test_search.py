@@ -15,6 +15,7 @@ from cachecraft_lib.search.seeds import SEEDS
 from cachecraft_lib.search.static_checks import outside_block, stage0
 
 SEED = SEEDS["v5"].read_text()
+CHILD = SEED.replace("WEIGHTS = (0.60, 0.25, 0.15)", "WEIGHTS = (0.6, 0.3, 0.1)")  # a valid edit inside the block
 TASKS = ["niah_single_1", "vt"]
 
 
@@ -89,6 +90,14 @@ def test_default_gate_is_the_papers_relative_to_the_seed(evaluator):
     gate = evaluator._scaled_gate()
     assert gate == round(PAPER_GATE / PAPER_SEED_S1 * evaluator.run_stage(SEED, 1), 2)
     assert gate <= evaluator.seed_s1  # the seed itself always passes, as it did in the paper
+    calls = []
+    run_stage = evaluator.run_stage
+    evaluator.run_stage = lambda source, stage: calls.append(stage) or run_stage(source, stage)
+    try:  # OpenEvolve's evaluation of the seed reuses the S1 measured for the gate; a child is measured
+        assert evaluator.stage1(SEED)["metrics"]["s1"] == evaluator.seed_s1 and calls == []
+        assert evaluator.stage1(CHILD)["metrics"]["valid"] == 1.0 and calls == [1]
+    finally:
+        del evaluator.run_stage
 
 
 @pytest.mark.slow
@@ -101,7 +110,8 @@ def test_stage_fitness_and_gate_flags(evaluator):
     assert m["combined_score"] == pytest.approx(0.25 * m["s1"] + 0.75 * m["s2"])
     evaluator.gate = 101.0  # nothing can pass
     try:
-        assert evaluator.stage1(SEED.replace("(0.60, 0.25, 0.15)", "(0.6, 0.3, 0.1)"))["metrics"]["passed_gate"] == 0.0
+        m = evaluator.stage1(CHILD)["metrics"]
+        assert m["valid"] == 1.0 and m["passed_gate"] == 0.0  # a valid child, stopped by the gate
     finally:
         evaluator.gate = 0.0
 

@@ -98,6 +98,7 @@ class CascadeEvaluator:
         self.pipe = TokenwiseQuestionPipeline(model=self.model, tokenizer=self.tokenizer, device=self.model.device)
         self._samples: dict[tuple[int, int], _Sample] = {}
         self._s1_cache: dict[str, dict] = {}
+        self._s1_scores: dict[str, float] = {}  # S1 already measured (the seed's, for the gate), by source digest
         self.seed_source = Path(settings.seed_program).read_text() if settings.seed_program else None
         self.gate = settings.gate if settings.gate is not None else self._scaled_gate()
 
@@ -132,6 +133,7 @@ class CascadeEvaluator:
         if self.seed_source is not None:
             try:
                 self.seed_s1 = self.run_stage(self.seed_source, 1)
+                self._s1_scores[_digest(self.seed_source)] = self.seed_s1  # OpenEvolve's first evaluation
             except CandidateFailed as err:
                 raise ValueError(f"the seed program {self.settings.seed_program} fails its own cascade "
                                  f"({err.kind}: {err}); fix the seed or pass an explicit gate") from err
@@ -158,10 +160,12 @@ class CascadeEvaluator:
         problems = stage0(source, self.seed_source)
         if problems:
             return _invalid("stage0", "; ".join(problems), start)
-        try:
-            s1 = self.run_stage(source, 1)
-        except CandidateFailed as err:
-            return _invalid(err.kind, str(err), start)
+        s1 = self._s1_scores.get(_digest(source))
+        if s1 is None:
+            try:
+                s1 = self.run_stage(source, 1)
+            except CandidateFailed as err:
+                return _invalid(err.kind, str(err), start)
         result = {"metrics": {"combined_score": 0.25 * s1, "s1": s1, "valid": 1.0, "gate": self.gate,
                               "passed_gate": float(s1 >= self.gate)},
                   "artifacts": {"stage1": f"S1 = {s1:.2f} on {len(self.stage_rows[1])} samples; gate {self.gate:.2f}"
