@@ -4,12 +4,24 @@ from __future__ import annotations
 
 import json
 import random
+from dataclasses import replace
+from itertools import pairwise
 
 import pytest
 
 from cachecraft_lib.ruler.tasks import ENTITY_DOC, GENERATORS, TaskState
 from cachecraft_lib.ruler.templates import split_context_question
-from cachecraft_lib.tiny.train import Recipe, Stage, _lr, _stage, qa_extra_questions, train
+from cachecraft_lib.tiny.train import (
+    Recipe,
+    Stage,
+    _lr,
+    _recipe_json,
+    _stage,
+    extends,
+    qa_extra_questions,
+    recipe_from_json,
+    train,
+)
 
 ASSET_TOKENIZER = "tests/assets/tokenizer"
 
@@ -26,9 +38,13 @@ def test_scaled_recipe_keeps_every_stage_and_anneals_to_zero():
     assert [_stage(recipe, s).tasks for s in (0, 55)] == [recipe.stages[0].tasks, recipe.stages[-1].tasks]
     lrs = [_lr(recipe, s) for s in range(57)]
     assert max(lrs) <= recipe.lr and lrs[-1] == 0.0 and lrs[-2] < lrs[len(lrs) // 2]
-    base = recipe.base_steps
-    assert lrs[base - 1] < 0.1 * recipe.lr  # the base run anneals before the refine cycle
-    assert max(lrs[base:]) == pytest.approx(recipe.refine_lr)  # which re-warms, then cools to 0
+    cycles = (recipe.base_steps, *recipe.refine_ends, recipe.steps)
+    assert len(cycles) >= 3 and list(cycles) == sorted(set(cycles))
+    assert lrs[recipe.base_steps - 1] == min(lrs[:recipe.base_steps]) < 0.25 * recipe.lr  # the base run anneals
+    for start, end in pairwise(cycles):  # each re-warms to refine_lr, then cools towards 0 at its end
+        cycle = lrs[start:end]
+        assert max(cycle) == pytest.approx(recipe.refine_lr)
+        assert cycle[-1] == min(cycle[len(cycle) // 2:]) < 0.5 * recipe.refine_lr
 
 
 def test_weighted_stage_never_picks_a_zero_weight_task():
@@ -61,6 +77,23 @@ def test_train_checkpoints_and_resumes(tmp_path):
         train(tmp_path, _recipe(3), save_every=1, threads=1)  # a changed recipe is refused, not mixed in
     log = (out / "train_log.csv").read_text().splitlines()
     assert log[0].startswith("step,loss") and [r.split(",")[0] for r in log[1:]] == ["1", "2"]
+    done = _recipe(2)  # a cycle appended after the steps done is the same past: it resumes
+    longer = replace(done, steps=4, refine_ends=(*done.refine_ends, 2),
+                     stages=(*done.stages, replace(done.stages[-1], until=4, weights=(1.0,) * 13)))
+    train(tmp_path, longer, save_every=1, threads=1)
+    assert json.loads((out / "trainer_state.json").read_text())["step"] == 4
+
+
+def test_a_recipe_extends_another_only_if_every_step_done_is_the_same():
+    done = Recipe().scaled(40)
+    stages = (*done.stages[:-1], replace(done.stages[-1], until=50))
+    longer = replace(done, steps=60, refine_ends=(*done.refine_ends, 40), stages=(*stages, replace(stages[-1], until=60)))
+    assert extends(longer, done, 40) and recipe_from_json(_recipe_json(longer)) == longer
+    assert not extends(replace(longer, refine_ends=done.refine_ends), done, 40)  # its cooldown would move
+    assert not extends(replace(longer, refine_lr=1e-4), done, 40)
+    assert not extends(replace(longer, hidden_size=128), done, 40)
+    assert not extends(replace(longer, stages=(replace(longer.stages[0], lengths=(256,)), *longer.stages[1:])), done, 40)
+    assert not extends(replace(done, steps=30), done, 40)
 
 
 @pytest.mark.slow

@@ -118,8 +118,7 @@ def write_card(model_dir: str | Path, results: dict, smoke: dict[str, float], se
         "- Curriculum: " + "; ".join(_stage_line(s) for s in recipe["stages"]) + ".",
         f"- Learning rate: AdamW, warmup {recipe['warmup']}, cosine from {recipe['lr']:g} (horizon "
         f"{recipe['lr_decay_steps']}), linear cooldown to 0 at step {recipe.get('base_steps', recipe['steps'])}"
-        + (f"; then a refine cycle: re-warm to {recipe['refine_lr']:g}, linear cooldown to 0 at step {recipe['steps']}"
-           if recipe.get("base_steps", recipe["steps"]) < recipe["steps"] else "") + ".",
+        + _refine_line(recipe) + ".",
         f"- Offline substitutes in the data: {', '.join(sorted(SUBSTITUTES))} (synthetic prose / synthetic QA).", "",
         "## Why 1024 and 2048 tokens", "",
         "The `cpu` profile stands in for the paper's 4096/8192 with the same 1:2 ratio. On two CPU cores a",
@@ -137,6 +136,17 @@ def write_card(model_dir: str | Path, results: dict, smoke: dict[str, float], se
         *_history_lines(history, quality)]
     (folder / "README.md").write_text("\n".join(lines))
     return folder / "README.md"
+
+
+def _refine_line(recipe: dict) -> str:
+    """The refine cycles after the base run, each ending with the lr at 0 (empty when there are none)."""
+    base = recipe.get("base_steps", recipe["steps"])
+    ends = [e for e in recipe.get("refine_ends", ()) if base < e < recipe["steps"]] + [recipe["steps"]]
+    if base >= recipe["steps"]:
+        return ""
+    n = len(ends)
+    return (f"; then {n} refine cycle{'s' if n > 1 else ''}: each re-warms to {recipe['refine_lr']:g} and cools "
+            f"linearly to 0 at step {', '.join(map(str, ends))}")
 
 
 def _stage_line(stage: dict) -> str:

@@ -16,6 +16,7 @@ import random
 import re
 import time
 from dataclasses import asdict, dataclass, field, replace
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -67,13 +68,14 @@ class Recipe:
     rope_theta: float = 10000.0
     max_position_embeddings: int = 4096
     seed: int = 1234
-    steps: int = 7400
+    steps: int = 9200
     batch_tokens: int = 4096
     lr: float = 1.5e-3
     warmup: int = 150
     lr_decay_steps: int = 12000  # cosine horizon; the base run ends earlier with a linear cooldown (WSD-style)
     cooldown: int = 900
-    base_steps: int = 5000  # end of the base run (lr 0); a refine cycle follows up to ``steps``
+    base_steps: int = 5000  # end of the base run (lr 0); refine cycles follow up to ``steps``
+    refine_ends: tuple[int, ...] = (7400,)  # refine cycles that end before ``steps`` (each anneals to 0)
     refine_lr: float = 6e-4
     refine_warmup: int = 100
     refine_cooldown: int = 500
@@ -87,6 +89,9 @@ class Recipe:
         # refine: the tasks still failing at step 5000 up to 4x as often as single NIAH, QA with dense questions
         Stage(7400, TASKS, (768, 1024, 1024, 1536, 2048, 2048, 2200),
               weights=(0.5, 0.5, 0.5, 1.0, 1.5, 1.5, 1.5, 1.5, 2.0, 1.0, 0.5, 2.0, 2.0), dense_qa=True),
+        # second refine cycle: what still failed at step 7400 (vt, cwe, qa_2, multikey_2 at 2048) most often
+        Stage(9200, TASKS, (768, 1024, 1536, 2048, 2048, 2200),
+              weights=(0.5, 0.5, 0.5, 0.5, 2.0, 1.0, 1.5, 1.0, 2.5, 2.5, 1.0, 1.5, 2.5), dense_qa=True),
     ))
 
     def scaled(self, steps: int) -> Recipe:
@@ -97,7 +102,8 @@ class Recipe:
             return max(1, round(n * f))
 
         return replace(self, steps=steps, stages=stages, warmup=k(self.warmup), lr_decay_steps=k(self.lr_decay_steps),
-                       cooldown=k(self.cooldown), base_steps=k(self.base_steps), refine_warmup=k(self.refine_warmup),
+                       cooldown=k(self.cooldown), base_steps=k(self.base_steps),
+                       refine_ends=tuple(k(e) for e in self.refine_ends), refine_warmup=k(self.refine_warmup),
                        refine_cooldown=k(self.refine_cooldown))
 
 
@@ -266,11 +272,13 @@ def weighted_loss(model, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, 
 
 def _lr(recipe: Recipe, step: int) -> float:
     """Base run: warmup, cosine over ``lr_decay_steps`` (floor 10%), then a linear cooldown to 0 at
-    ``base_steps``: the run can end before the cosine horizon and still anneal. Refine cycle after it:
-    re-warm to ``refine_lr``, hold, cool down linearly to 0 at ``steps`` (a second WSD cycle)."""
+    ``base_steps``: the run can end before the cosine horizon and still anneal. Refine cycles after it,
+    ending at each of ``refine_ends`` and then at ``steps``: re-warm to ``refine_lr``, hold, cool down
+    linearly to 0 (further WSD cycles, so every cycle's end is a finished model)."""
     if step >= recipe.base_steps:
-        warm = min(1.0, (step - recipe.base_steps + 1) / max(recipe.refine_warmup, 1))
-        cool = min(1.0, max(recipe.steps - step, 0) / max(recipe.refine_cooldown, 1))
+        start, end = _refine_cycle(recipe, step)
+        warm = min(1.0, (step - start + 1) / max(recipe.refine_warmup, 1))
+        cool = min(1.0, max(end - step, 0) / max(recipe.refine_cooldown, 1))
         return recipe.refine_lr * warm * cool
     if step < recipe.warmup:
         return recipe.lr * (step + 1) / recipe.warmup
@@ -279,8 +287,38 @@ def _lr(recipe: Recipe, step: int) -> float:
     return cosine * min(1.0, max(recipe.base_steps - step, 0) / max(recipe.cooldown, 1))
 
 
+def _refine_cycle(recipe: Recipe, step: int) -> tuple[int, int]:
+    """(first step, end step) of the refine cycle that ``step`` belongs to."""
+    bounds = (recipe.base_steps, *(e for e in recipe.refine_ends if e < recipe.steps), recipe.steps)
+    for start, end in pairwise(bounds):
+        if step < end:
+            return start, end
+    return bounds[-2], bounds[-1]
+
+
 def _recipe_json(recipe: Recipe) -> dict:
     return json.loads(json.dumps(asdict(recipe)))
+
+
+def recipe_from_json(data: dict) -> Recipe:
+    """The ``Recipe`` stored in a ``trainer_state.json`` (lists back to tuples)."""
+    def tup(d: dict) -> dict:
+        return {k: tuple(v) if isinstance(v, list) else v for k, v in d.items()}
+
+    return Recipe(**{**tup(data), "stages": tuple(Stage(**tup(st)) for st in data["stages"])})
+
+
+def extends(new: Recipe, old: Recipe, done: int) -> bool:
+    """True when ``new`` trains the first ``done`` steps exactly as ``old`` did: same model, data and
+    learning rate for each of them. Such a recipe (a cycle appended, a later stage changed) may resume."""
+    def model_part(r: Recipe) -> Recipe:
+        return replace(r, steps=0, stages=(), refine_ends=())
+
+    def data(r: Recipe, step: int) -> Stage:  # what a step draws from (a stage's end is not part of it)
+        return replace(_stage(r, step), until=0)
+
+    return (model_part(new) == model_part(old) and new.steps >= done
+            and all(_lr(new, s) == _lr(old, s) and data(new, s) == data(old, s) for s in range(done)))
 
 
 def train(out_dir: str | Path, recipe: Recipe | None = None, tokenizer_dir: str | Path | None = None,
@@ -304,9 +342,11 @@ def train(out_dir: str | Path, recipe: Recipe | None = None, tokenizer_dir: str 
 
     if resume and state_path.exists():
         state = json.loads(state_path.read_text())
-        if state["recipe"] != _recipe_json(recipe):
-            raise ValueError(f"{state_path} was written by another recipe; pass resume=False (or --fresh) "
-                             f"to start over, or use the recipe stored there")
+        if state["recipe"] != _recipe_json(recipe) and not extends(recipe, recipe_from_json(state["recipe"]),
+                                                                  state["step"]):
+            raise ValueError(f"{state_path} was written by another recipe, which trained its {state['step']} steps "
+                             f"differently; pass resume=False (or --fresh) to start over, use the recipe stored "
+                             f"there, or change only what comes after step {state['step']}")
         tokenizer = AutoTokenizer.from_pretrained(out)
         model = LlamaForCausalLM.from_pretrained(out, attn_implementation="sdpa", dtype=torch.float32)
         step, elapsed = state["step"], state["elapsed_s"]
