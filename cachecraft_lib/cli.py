@@ -189,7 +189,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=_cmd_ruler_score)
 
     t = sub.add_parser("train-tiny", help="train the embedded tiny model from scratch (resumable)",
-                       description="Train the embedded GQA Llama on offline RULER; resumes from the last checkpoint.")
+                       description="Train the embedded GQA Llama on offline RULER; resumes from the last checkpoint, "
+                                   "also under a longer recipe that trains every finished step the same way "
+                                   "(a refine cycle appended).")
     t.add_argument("--out", default=str(PROFILES["cpu"].models[0]), help="model folder (default: the shipped one)")
     t.add_argument("--steps", type=int, help="total optimisation steps (default: the recipe's)")
     t.add_argument("--fresh", action="store_true", help="ignore existing checkpoints and start over")
