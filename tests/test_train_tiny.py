@@ -16,6 +16,7 @@ from cachecraft_lib.tiny.train import (
     Stage,
     _lr,
     _recipe_json,
+    _resumable,
     _stage,
     extends,
     qa_extra_questions,
@@ -94,6 +95,7 @@ def test_a_recipe_extends_another_only_if_every_step_done_is_the_same():
     assert not extends(replace(longer, hidden_size=128), done, 40)
     assert not extends(replace(longer, stages=(replace(longer.stages[0], lengths=(256,)), *longer.stages[1:])), done, 40)
     assert not extends(replace(done, steps=30), done, 40)
+    assert not _resumable(longer, {"step": 40, "recipe": {**_recipe_json(done), "future_field": 1}})
 
 
 @pytest.mark.slow

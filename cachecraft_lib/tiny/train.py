@@ -321,6 +321,15 @@ def extends(new: Recipe, old: Recipe, done: int) -> bool:
             and all(_lr(new, s) == _lr(old, s) and data(new, s) == data(old, s) for s in range(done)))
 
 
+def _resumable(recipe: Recipe, state: dict) -> bool:
+    """``recipe`` may continue the run in ``state`` (a recipe from another version of this code is not)."""
+    try:
+        stored = recipe_from_json(state["recipe"])
+    except (TypeError, KeyError):  # fields this version does not know, or a damaged state file
+        return False
+    return extends(recipe, stored, state["step"])
+
+
 def train(out_dir: str | Path, recipe: Recipe | None = None, tokenizer_dir: str | Path | None = None,
           resume: bool = True, save_every: int = 100, threads: int | None = None,
           max_minutes: float | None = None) -> Path:
@@ -342,8 +351,7 @@ def train(out_dir: str | Path, recipe: Recipe | None = None, tokenizer_dir: str 
 
     if resume and state_path.exists():
         state = json.loads(state_path.read_text())
-        if state["recipe"] != _recipe_json(recipe) and not extends(recipe, recipe_from_json(state["recipe"]),
-                                                                  state["step"]):
+        if state["recipe"] != _recipe_json(recipe) and not _resumable(recipe, state):
             raise ValueError(f"{state_path} was written by another recipe, which trained its {state['step']} steps "
                              f"differently; pass resume=False (or --fresh) to start over, use the recipe stored "
                              f"there, or change only what comes after step {state['step']}")
