@@ -140,9 +140,10 @@ def write_card(model_dir: str | Path, results: dict, smoke: dict[str, float], se
 
 def _refine_line(recipe: dict) -> str:
     """The refine cycles after the base run, each ending with the lr at 0 (empty when there are none)."""
-    base = recipe.get("base_steps", recipe["steps"])
-    ends = [e for e in recipe.get("refine_ends", ()) if base < e < recipe["steps"]] + [recipe["steps"]]
-    if base >= recipe["steps"]:
+    from .train import recipe_from_json, refine_cycles
+
+    ends = [end for _, end in refine_cycles(recipe_from_json(recipe))]
+    if not ends:
         return ""
     n = len(ends)
     return (f"; then {n} refine cycle{'s' if n > 1 else ''}: each re-warms to {recipe['refine_lr']:g} and cools "

@@ -287,13 +287,18 @@ def _lr(recipe: Recipe, step: int) -> float:
     return cosine * min(1.0, max(recipe.base_steps - step, 0) / max(recipe.cooldown, 1))
 
 
+def refine_cycles(recipe: Recipe) -> list[tuple[int, int]]:
+    """(first step, end step) of each refine cycle after the base run; empty when there is none."""
+    if recipe.base_steps >= recipe.steps:
+        return []
+    ends = [e for e in recipe.refine_ends if recipe.base_steps < e < recipe.steps]
+    return list(pairwise((recipe.base_steps, *ends, recipe.steps)))
+
+
 def _refine_cycle(recipe: Recipe, step: int) -> tuple[int, int]:
     """(first step, end step) of the refine cycle that ``step`` belongs to."""
-    bounds = (recipe.base_steps, *(e for e in recipe.refine_ends if e < recipe.steps), recipe.steps)
-    for start, end in pairwise(bounds):
-        if step < end:
-            return start, end
-    return bounds[-2], bounds[-1]
+    cycles = refine_cycles(recipe)
+    return next((c for c in cycles if step < c[1]), cycles[-1])
 
 
 def _recipe_json(recipe: Recipe) -> dict:
@@ -351,7 +356,7 @@ def train(out_dir: str | Path, recipe: Recipe | None = None, tokenizer_dir: str 
 
     if resume and state_path.exists():
         state = json.loads(state_path.read_text())
-        if state["recipe"] != _recipe_json(recipe) and not _resumable(recipe, state):
+        if not _resumable(recipe, state):
             raise ValueError(f"{state_path} was written by another recipe, which trained its {state['step']} steps "
                              f"differently; pass resume=False (or --fresh) to start over, use the recipe stored "
                              f"there, or change only what comes after step {state['step']}")
