@@ -12,7 +12,9 @@ import pytest
 from cachecraft_lib.ruler.tasks import ENTITY_DOC, GENERATORS, TaskState
 from cachecraft_lib.ruler.templates import split_context_question
 from cachecraft_lib.tiny.train import (
+    SET_TASKS,
     Recipe,
+    SampleStream,
     Stage,
     _lr,
     _recipe_json,
@@ -66,6 +68,28 @@ def test_dense_qa_questions_ask_other_documents_with_their_true_answers():
         assert p == prefix and q.startswith(question[: question.rindex("Question:")])
         name = next(n for n in facts if n in q)
         assert name not in question and answers[0] in facts[name]
+
+
+@pytest.mark.parametrize("task", sorted(SET_TASKS))
+def test_ordered_sets_write_set_answers_in_the_order_the_context_shows_them(task):
+    from transformers import AutoTokenizer
+
+    stream = SampleStream(AutoTokenizer.from_pretrained(ASSET_TOKENIZER), seed=1)
+
+    def rendered(ordered: bool) -> tuple[str, list[str]]:
+        row = stream.sample(task, 1024, random.Random(11), extra_questions=0, ordered_sets=ordered)
+        text = stream.tokenizer.decode(row.ids, skip_special_tokens=True)
+        prefix_end = text.rindex("are:" if task == "cwe" else "are")
+        return text[:prefix_end], [w.strip(" .,") for w in text[prefix_end + 4:].replace(" and ", " ").split()
+                                   if not w[0].isdigit() or task != "cwe"]
+
+    own_context, ordered = rendered(True)
+    own_context = own_context[own_context.rfind(SET_TASKS[task]):]  # past cwe's one-shot example
+    _, ruler_order = rendered(False)
+    first = [own_context.index(f" {a}") for a in ordered]
+    assert sorted(ordered) == sorted(ruler_order) and len(ordered) == (4 if task == "niah_multivalue" else 10)
+    assert first == sorted(first) and ordered != ruler_order  # RULER's order is a shuffle the context hides
+    assert Recipe().stages[-1].ordered_sets and not any(s.ordered_sets for s in Recipe().stages[:-1])
 
 
 @pytest.mark.slow

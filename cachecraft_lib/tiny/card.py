@@ -157,6 +157,8 @@ def _stage_line(stage: dict) -> str:
         line += f", oversampling {', '.join(heavy)}"
     if stage.get("dense_qa"):
         line += ", QA with extra questions about the other documents"
+    if stage.get("ordered_sets"):
+        line += ", set answers (multivalue values, cwe words) in the order the context shows them"
     return line
 
 

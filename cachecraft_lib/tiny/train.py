@@ -26,7 +26,15 @@ from tqdm.auto import tqdm
 from ..atomic import atomic_write, atomic_write_text
 from ..ruler.dataset import fit_haystack
 from ..ruler.tasks import ENTITY_DOC, GENERATORS, QA1_QUESTIONS, TaskState
-from ..ruler.templates import NIAH_PREFIX, NIAH_TEMPLATE, TASKS, fill, niah_number, split_context_question
+from ..ruler.templates import (
+    CWE_TEMPLATE,
+    NIAH_PREFIX,
+    NIAH_TEMPLATE,
+    TASKS,
+    fill,
+    niah_number,
+    split_context_question,
+)
 from ..ruler.tokens import as_counter
 from .render import answer_text, render_ids
 
@@ -39,6 +47,9 @@ class Stage:
 
     ``weights`` (one per task) oversample the tasks the model still fails; ``dense_qa`` adds questions
     about the other documents of a QA context, the dense supervision that made NIAH learnable.
+    ``ordered_sets`` writes answers that form a set (the values of niah_multivalue, the words of cwe)
+    in the order they appear in the context: RULER's order is a shuffle the context does not show, so
+    the model could only guess it, and the small model answered by repeating one item.
     """
 
     until: int
@@ -46,6 +57,7 @@ class Stage:
     lengths: tuple[int, ...]
     weights: tuple[float, ...] | None = None
     dense_qa: bool = False
+    ordered_sets: bool = False
 
     def pick_task(self, tasks: list[str], rng: random.Random) -> str:
         if self.weights is None:
@@ -68,14 +80,14 @@ class Recipe:
     rope_theta: float = 10000.0
     max_position_embeddings: int = 4096
     seed: int = 1234
-    steps: int = 9200
+    steps: int = 10000
     batch_tokens: int = 4096
     lr: float = 1.5e-3
     warmup: int = 150
     lr_decay_steps: int = 12000  # cosine horizon; the base run ends earlier with a linear cooldown (WSD-style)
     cooldown: int = 900
     base_steps: int = 5000  # end of the base run (lr 0); refine cycles follow up to ``steps``
-    refine_ends: tuple[int, ...] = (7400,)  # refine cycles that end before ``steps`` (each anneals to 0)
+    refine_ends: tuple[int, ...] = (7400, 9200)  # refine cycles that end before ``steps`` (each anneals to 0)
     refine_lr: float = 6e-4
     refine_warmup: int = 100
     refine_cooldown: int = 500
@@ -92,6 +104,10 @@ class Recipe:
         # second refine cycle: what still failed at step 7400 (vt, cwe, qa_2, multikey_2 at 2048) most often
         Stage(9200, TASKS, (768, 1024, 1536, 2048, 2048, 2200),
               weights=(0.5, 0.5, 0.5, 0.5, 2.0, 1.0, 1.5, 1.0, 2.5, 2.5, 1.0, 1.5, 2.5), dense_qa=True),
+        # third: set answers in context order; multivalue and cwe (which repeated one item) most often
+        Stage(10000, TASKS, (768, 1024, 1536, 2048, 2048, 2200),
+              weights=(0.5, 0.5, 0.5, 0.5, 1.0, 1.5, 3.0, 1.5, 1.5, 3.0, 1.0, 1.0, 1.5), dense_qa=True,
+              ordered_sets=True),
     ))
 
     def scaled(self, steps: int) -> Recipe:
@@ -141,7 +157,7 @@ class SampleStream:
         return self._fit[key]
 
     def sample(self, task: str, length: int, rng: random.Random, extra_questions: int = 8,
-               dense_qa: bool = False) -> Row | None:
+               dense_qa: bool = False, ordered_sets: bool = False) -> Row | None:
         """One context with its RULER question and, for NIAH, extra questions about other needles.
 
         Each (question, answer) block sees the context and itself only (block mask, positions
@@ -154,6 +170,9 @@ class SampleStream:
         n = max(1, int(n * rng.uniform(0.85, 1.0)))  # vary fill so the model sees every depth scale
         text, answers = GENERATORS[task].build(n, rng, TaskState(length, rng.randrange(1 << 30)))
         context, question, prefix = split_context_question(text, task)
+        if ordered_sets and task in SET_TASKS:
+            own = max(context.rfind(SET_TASKS[task]), 0)  # skip a one-shot example
+            answers = in_context_order(answers, context[own:])
         qas = [(question, prefix, answers)]
         if task.startswith("niah") and extra_questions:
             qas += niah_extra_questions(context, question, rng, extra_questions)
@@ -179,6 +198,19 @@ class Row:
     weights: list[float]
     blocks: list[int]
     positions: list[int]
+
+
+# tasks whose answer is an unordered set -> where their own context starts (after any one-shot example)
+SET_TASKS = {"niah_multivalue": "Some special magic", "cwe": CWE_TEMPLATE.split("\n")[0]}
+
+
+def in_context_order(answers: list[str], context: str) -> list[str]:
+    """``answers`` sorted by where each first appears in ``context`` as a whole word (absent ones last)."""
+    def first(a: str) -> int:
+        found = re.search(rf"(?<![\w-]){re.escape(a)}(?![\w-])", context)
+        return found.start() if found else len(context)
+
+    return sorted(answers, key=first)
 
 
 _NEEDLE = re.compile(r"One of the special magic (numbers|uuids) for ([\w-]+) is: ([\w-]+)\.")
