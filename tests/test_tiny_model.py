@@ -74,3 +74,14 @@ def test_rebuilt_card_keeps_the_earlier_measurement_as_history(tmp_path):
     assert "## Aggregate over training" in card and "step 5000" in card and "refine cycle" in card
     write_card(tmp_path, results, {"aggregate": 50.0}, 1.0)  # same step again: no duplicate entry
     assert len(json.loads((tmp_path / "quality.json").read_text())["history"]) == 1
+
+
+def test_shipped_weights_are_the_current_recipe_finished():
+    """A fresh clone's `train-tiny` must find the shipped run complete under the recipe in the code, not
+    refuse it as another recipe's (which would happen if the recipe changed without retraining)."""
+    from pathlib import Path
+
+    from cachecraft_lib.tiny.train import Recipe, _resumable
+
+    state = json.loads((Path(resolve("tiny")) / "trainer_state.json").read_text())
+    assert _resumable(Recipe(), state) and state["step"] == Recipe().steps
