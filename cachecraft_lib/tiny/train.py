@@ -201,7 +201,7 @@ class Row:
 
 
 # tasks whose answer is an unordered set -> where their own context starts (after any one-shot example)
-SET_TASKS = {"niah_multivalue": "Some special magic", "cwe": CWE_TEMPLATE.split("\n")[0]}
+SET_TASKS = {"niah_multivalue": NIAH_TEMPLATE.split("{")[0], "cwe": CWE_TEMPLATE.split("\n")[0]}
 
 
 def in_context_order(answers: list[str], context: str) -> list[str]:
