@@ -89,7 +89,8 @@ def test_ordered_sets_write_set_answers_in_the_order_the_context_shows_them(task
     first = [own_context.index(f" {a}") for a in ordered]
     assert sorted(ordered) == sorted(ruler_order) and len(ordered) == (4 if task == "niah_multivalue" else 10)
     assert first == sorted(first) and ordered != ruler_order  # RULER's order is a shuffle the context hides
-    assert Recipe().stages[-1].ordered_sets and not any(s.ordered_sets for s in Recipe().stages[:-1])
+    # the flag is on from the third refine cycle; stages trained before it existed (to step 9200) keep it off
+    assert Recipe().stages[-1].ordered_sets and not any(s.ordered_sets for s in Recipe().stages if s.until <= 9200)
 
 
 @pytest.mark.slow
