@@ -39,6 +39,8 @@ from ..ruler.tokens import as_counter
 from .render import answer_text, render_ids
 
 NIAH_TASKS = tuple(t for t in TASKS if t.startswith("niah"))
+# context lengths of the refine cycles from step 7400 on: more of them at the cpu profile's longer 2048
+REFINE_LENGTHS = (768, 1024, 1536, 2048, 2048, 2200)
 
 
 @dataclass(frozen=True)
@@ -102,14 +104,14 @@ class Recipe:
         Stage(7400, TASKS, (768, 1024, 1024, 1536, 2048, 2048, 2200),
               weights=(0.5, 0.5, 0.5, 1.0, 1.5, 1.5, 1.5, 1.5, 2.0, 1.0, 0.5, 2.0, 2.0), dense_qa=True),
         # second refine cycle: what still failed at step 7400 (vt, cwe, qa_2, multikey_2 at 2048) most often
-        Stage(9200, TASKS, (768, 1024, 1536, 2048, 2048, 2200),
+        Stage(9200, TASKS, REFINE_LENGTHS,
               weights=(0.5, 0.5, 0.5, 0.5, 2.0, 1.0, 1.5, 1.0, 2.5, 2.5, 1.0, 1.5, 2.5), dense_qa=True),
         # third: set answers in context order; multivalue and cwe (which repeated one item) most often
-        Stage(10000, TASKS, (768, 1024, 1536, 2048, 2048, 2200),
+        Stage(10000, TASKS, REFINE_LENGTHS,
               weights=(0.5, 0.5, 0.5, 0.5, 1.0, 1.5, 3.0, 1.5, 1.5, 3.0, 1.0, 1.0, 1.5), dense_qa=True,
               ordered_sets=True),
         # fourth: the NIAH tasks still under 90 at step 10000 (multivalue, multiquery, multikey_3) most often
-        Stage(10800, TASKS, (768, 1024, 1536, 2048, 2048, 2200),
+        Stage(10800, TASKS, REFINE_LENGTHS,
               weights=(0.5, 0.5, 0.5, 0.5, 1.0, 2.0, 3.5, 2.5, 1.0, 1.5, 0.75, 1.0, 1.0), dense_qa=True,
               ordered_sets=True),
     ))
