@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
 
 from cachecraft_lib.models import load_model, resolve
@@ -34,8 +35,6 @@ def test_rendering_matches_kvpress_pipeline(tiny):
 
 
 def test_answer_text_scores_full_marks():
-    import pandas as pd
-
     from cachecraft_lib.ruler import score
 
     rows = [("niah_multivalue", ["1", "2", "3", "4"]), ("vt", ["AAAAA", "BBBBB"]), ("cwe", ["x", "y"]),
@@ -85,3 +84,27 @@ def test_shipped_weights_are_the_current_recipe_finished():
 
     state = json.loads((Path(resolve("tiny")) / "trainer_state.json").read_text())
     assert _resumable(Recipe(), state) and state["step"] == Recipe().steps
+
+
+def test_card_says_how_the_model_fails(tmp_path):
+    from cachecraft_lib.tiny.card import failures, repeated_item, write_card
+    from cachecraft_lib.tiny.train import Recipe, _recipe_json
+
+    df = pd.DataFrame({
+        "task": ["cwe", "cwe", "vt", "qa_1", "niah_single_1"],
+        "answer": [["glacier", "violin", "crane"], ["a1", "b1"], ["XWAQM", "CRPKL"], ["Paris"], ["42"]],
+        "predicted_answer": [" 1. glacier 2. glacier 3. glacier", "a1 b1", "XWAQM OHEL", "Rome", " 42\n"]})
+    found = failures(df)
+    assert set(found) == {"cwe", "vt", "qa_1"}  # the correct cwe row and the niah row are not misses
+    assert found["cwe"] == {"missed": 1, "of": 2, "repeating": 1,
+                            "example": {"expected": ["glacier", "violin", "crane"],
+                                        "predicted": "1. glacier 2. glacier 3. glacier"}}
+    assert found["vt"]["repeating"] == 0 and repeated_item("XWAQM XWAQM XWAQM") == "XWAQM"
+
+    state = {"step": 1, "elapsed_s": 1, "parameters": 10, "recipe": _recipe_json(Recipe()), "torch": "x"}
+    (tmp_path / "trainer_state.json").write_text(json.dumps(state))
+    results = {"seed": 1, "samples_per_task": 2, "scores": {"1024/no_press/0.0": {"niah_single_1": 100.0, "cwe": 50.0, "aggregate": 75.0}},
+               "failures": {"1024": found}}
+    card = write_card(tmp_path, results, {"aggregate": 50.0}, 1.0).read_text()
+    assert "## How it fails" in card and "| cwe | 1/2 (1) |" in card
+    assert "- qa_1: expected `Paris`, predicted `Rome`" in card

@@ -39,8 +39,9 @@ def metric_for(task: str):
     return string_match_part if task_family(task) == "qa" else string_match_all
 
 
-def _as_refs(value) -> list[str]:
-    if isinstance(value, str):  # a CSV round trip turns lists into their repr
+def as_refs(value) -> list[str]:
+    """A row's references as a list of str, also from the string repr a CSV round trip leaves."""
+    if isinstance(value, str):
         import ast
 
         parsed = ast.literal_eval(value) if value.startswith("[") else [value]
@@ -62,7 +63,7 @@ def score(df: pd.DataFrame, prediction_column: str = "predicted_answer") -> dict
     scores: dict[str, float] = {}
     for task, rows in df.groupby("task", sort=False):
         preds = [clean_prediction(p) for p in rows[prediction_column].fillna("")]
-        refs = [_as_refs(a) for a in rows["answer"]]
+        refs = [as_refs(a) for a in rows["answer"]]
         scores[str(task)] = metric_for(str(task))(preds, refs)
     scores["aggregate"] = round(sum(scores.values()) / len(scores), 2)
     return scores

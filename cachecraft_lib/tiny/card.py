@@ -9,7 +9,9 @@ compression, SnapKV at r = 0.25 must stay close to it.
 from __future__ import annotations
 
 import json
+import re
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from ..ruler import generate, score
+from ..ruler.scoring import as_refs, clean_prediction, metric_for
 from ..ruler.tasks import SUBSTITUTES
 
 EVAL_SEED = 987_654  # never a training seed
@@ -48,13 +51,41 @@ def measure(model: Any, tokenizer: Any, lengths: tuple[int, ...], samples_per_ta
             tasks: tuple[str, ...] | None = None, seed: int = EVAL_SEED, progress: bool = True) -> dict:
     """Per-task RULER scores at each length: no compression, StreamingLLM 0.88, SnapKV 0.25."""
     settings = (("no_press", 0.0), ("streaming_llm", 0.88), ("snapkv", 0.25))
-    results: dict[str, Any] = {"seed": seed, "samples_per_task": samples_per_task, "scores": {}}
+    results: dict[str, Any] = {"seed": seed, "samples_per_task": samples_per_task, "scores": {}, "failures": {}}
     for length in lengths:
         df = generate(length, tokenizer, samples_per_task=samples_per_task, seed=seed, tasks=tasks)
         for name, ratio in settings:
             preds = predict(model, tokenizer, df, make_press(name, ratio), progress=progress)
             results["scores"][f"{length}/{name}/{ratio}"] = score(df.assign(predicted_answer=preds))
+            if name == "no_press":
+                results["failures"][str(length)] = failures(df.assign(predicted_answer=preds))
     return results
+
+
+def repeated_item(prediction: str) -> str | None:
+    """The word a list answer repeats (three times or more), the tiny model's typical failure on
+    vt/cwe/fwe: it finds one item and then cannot tell which ones it has already written."""
+    words = re.findall(r"[A-Za-z][\w'-]*", prediction)
+    word, count = Counter(words).most_common(1)[0] if words else ("", 0)
+    return word if count >= 3 else None
+
+
+def failures(df: pd.DataFrame) -> dict[str, dict]:
+    """Per task: how many answers missed a reference, how many of those repeat one item, and the
+    first miss (expected vs predicted), so the card says *how* the model fails, not only how often."""
+    out: dict[str, dict] = {}
+    for task, rows in df.groupby("task", sort=False):
+        missed = []
+        for row in rows.itertuples():
+            refs, pred = as_refs(row.answer), clean_prediction(row.predicted_answer or "")
+            if metric_for(str(task))([pred], [refs]) < 100:
+                missed.append((refs, pred))
+        if missed:
+            refs, pred = missed[0]
+            out[str(task)] = {"missed": len(missed), "of": len(rows),
+                              "repeating": sum(repeated_item(p) is not None for _, p in missed),
+                              "example": {"expected": refs, "predicted": pred[:120]}}
+    return out
 
 
 def smoke_scores(model: Any, tokenizer: Any) -> dict[str, float]:
@@ -133,6 +164,7 @@ def write_card(model_dir: str | Path, results: dict, smoke: dict[str, float], se
         "Quality bar (aggregate >= 80, every NIAH task >= 90, StreamingLLM 0.88 far below, SnapKV 0.25 close):",
         *quality_bar(results), "",
         f"Smoke check (re-run by `tests/test_tiny_model.py`): {json.dumps(smoke)}.", "",
+        *_failure_lines(results.get("failures", {})),
         *_history_lines(history, quality)]
     (folder / "README.md").write_text("\n".join(lines))
     return folder / "README.md"
@@ -173,6 +205,21 @@ def quality_history(path: Path, step: int) -> list[dict]:
         history.append({"step": old["step"], "seed": old.get("seed"), "samples_per_task": old.get("samples_per_task"),
                         "aggregate": {k: v.get("aggregate") for k, v in old["scores"].items()}})
     return history
+
+
+def _failure_lines(failures: dict[str, dict]) -> list[str]:
+    """The card's "How it fails" section: misses per task and length, and one example per task."""
+    if not failures:
+        return []
+    table = pd.DataFrame({f"{length} tokens": {t: f"{f['missed']}/{f['of']} ({f['repeating']})" for t, f in per_task.items()}
+                          for length, per_task in failures.items()}).fillna("-")
+    longest = max(failures, key=int)
+    examples = [f"- {task}: expected `{' '.join(f['example']['expected'])}`, predicted "
+                f"`{f['example']['predicted'] or '(empty)'}`" for task, f in failures[longest].items()]
+    return ["## How it fails (no compression)", "",
+            "Answers that missed a reference, of all answers; in brackets, how many of the misses repeat one "
+            "word three times or more (the model finds an item, then keeps writing it instead of the next one):",
+            "", _md(table), "", f"First miss per task at {longest} tokens:", "", *examples, ""]
 
 
 def _history_lines(history: list[dict], current: dict) -> list[str]:
