@@ -100,6 +100,8 @@ def test_card_says_how_the_model_fails(tmp_path):
                             "example": {"expected": ["glacier", "violin", "crane"],
                                         "predicted": "1. glacier 2. glacier 3. glacier"}}
     assert found["vt"]["repeating"] == 0 and repeated_item("XWAQM XWAQM XWAQM") == "XWAQM"
+    assert repeated_item("7302474, 4658597, 7302474, and 4658597.") in {"7302474", "4658597"}
+    assert repeated_item("1. dwarf 2. name 3. nap") is None  # list numbering is not an item
 
     state = {"step": 1, "elapsed_s": 1, "parameters": 10, "recipe": _recipe_json(Recipe()), "torch": "x"}
     (tmp_path / "trainer_state.json").write_text(json.dumps(state))

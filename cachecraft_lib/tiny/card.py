@@ -63,11 +63,12 @@ def measure(model: Any, tokenizer: Any, lengths: tuple[int, ...], samples_per_ta
 
 
 def repeated_item(prediction: str) -> str | None:
-    """The word a list answer repeats (three times or more), the tiny model's typical failure on
-    vt/cwe/fwe: it finds one item and then cannot tell which ones it has already written."""
-    words = re.findall(r"[A-Za-z][\w'-]*", prediction)
-    word, count = Counter(words).most_common(1)[0] if words else ("", 0)
-    return word if count >= 3 else None
+    """An item a list answer writes twice (words or numbers of three characters or more, so list
+    numbering does not count): the tiny model's typical miss on multivalue/multiquery/vt/cwe/fwe,
+    where it finds one item and then cannot tell which ones it has already written."""
+    items = re.findall(r"[A-Za-z0-9][\w'-]{2,}", prediction)
+    item, count = Counter(items).most_common(1)[0] if items else ("", 0)
+    return item if count >= 2 else None
 
 
 def failures(df: pd.DataFrame) -> dict[str, dict]:
@@ -217,8 +218,8 @@ def _failure_lines(failures: dict[str, dict]) -> list[str]:
     examples = [f"- {task}: expected `{' '.join(f['example']['expected'])}`, predicted "
                 f"`{f['example']['predicted'] or '(empty)'}`" for task, f in failures[longest].items()]
     return ["## How it fails (no compression)", "",
-            "Answers that missed a reference, of all answers; in brackets, how many of the misses repeat one "
-            "word three times or more (the model finds an item, then keeps writing it instead of the next one):",
+            "Answers that missed a reference, of all answers; in brackets, how many of the misses write one item "
+            "twice (the model finds an item, then writes it again instead of the next one):",
             "", _md(table), "", f"First miss per task at {longest} tokens:", "", *examples, ""]
 
 
