@@ -55,10 +55,10 @@ def measure(model: Any, tokenizer: Any, lengths: tuple[int, ...], samples_per_ta
     for length in lengths:
         df = generate(length, tokenizer, samples_per_task=samples_per_task, seed=seed, tasks=tasks)
         for name, ratio in settings:
-            preds = predict(model, tokenizer, df, make_press(name, ratio), progress=progress)
-            results["scores"][f"{length}/{name}/{ratio}"] = score(df.assign(predicted_answer=preds))
+            answered = df.assign(predicted_answer=predict(model, tokenizer, df, make_press(name, ratio), progress=progress))
+            results["scores"][f"{length}/{name}/{ratio}"] = score(answered)
             if name == "no_press":
-                results["failures"][str(length)] = failures(df.assign(predicted_answer=preds))
+                results["failures"][str(length)] = failures(answered)
     return results
 
 
@@ -72,7 +72,7 @@ def repeated_item(prediction: str) -> str | None:
 
 
 def failures(df: pd.DataFrame) -> dict[str, dict]:
-    """Per task: how many answers missed a reference, how many of those repeat one item, and the
+    """Per task: how many answers missed a reference, how many of those write one item twice, and the
     first miss (expected vs predicted), so the card says *how* the model fails, not only how often."""
     out: dict[str, dict] = {}
     for task, rows in df.groupby("task", sort=False):
