@@ -67,11 +67,24 @@ def _cmd_ruler_score(args: argparse.Namespace) -> int:
 
 
 def _cmd_train_tiny(args: argparse.Namespace) -> int:
-    from .tiny.train import Recipe, train
+    from .tiny.train import Recipe, _recipe_json, load_recipe, train
 
-    recipe = Recipe().scaled(args.steps) if args.steps else Recipe()
-    out = train(args.out, recipe, resume=not args.fresh, save_every=args.save_every, threads=args.threads,
-                max_minutes=args.max_minutes)
+    try:
+        recipe = load_recipe(args.recipe) if args.recipe else Recipe()
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if args.steps:
+        recipe = recipe.scaled(args.steps)
+    if args.print_recipe:
+        print(json.dumps(_recipe_json(recipe), indent=2))
+        return 0
+    try:
+        out = train(args.out, recipe, resume=not args.fresh, save_every=args.save_every, threads=args.threads,
+                    max_minutes=args.max_minutes, device=args.device, workers=args.workers)
+    except ValueError as err:  # a checkpoint written by another recipe: nothing trained, nothing lost
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     print(f"weights in {out}")
     return 0
 
@@ -198,6 +211,13 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--save-every", type=int, default=100, help="checkpoint interval in steps")
     t.add_argument("--threads", type=int, help="torch CPU threads")
     t.add_argument("--max-minutes", type=float, help="stop cleanly at a checkpoint after this long")
+    t.add_argument("--recipe", metavar="JSON", help="Recipe fields over the shipped recipe (e.g. a larger model "
+                                                    "or batch for a GPU); see --print-recipe")
+    t.add_argument("--print-recipe", action="store_true", help="print the recipe as JSON (after --recipe/--steps) "
+                                                                "and exit")
+    t.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: cuda when present; bf16 autocast there)")
+    t.add_argument("--workers", type=int, help="processes building batches ahead (default: 0 on CPU, up to 8 "
+                                               "beside a GPU); the batches do not depend on it")
     t.set_defaults(func=_cmd_train_tiny)
 
     gr = sub.add_parser("grid", help="run (or resume) the RULER grid of a profile",

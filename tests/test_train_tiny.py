@@ -131,3 +131,73 @@ def test_interrupted_training_resumes_from_its_checkpoint(tmp_path):
     assert json.loads((tmp_path / "trainer_state.json").read_text())["step"] == 3
     steps = [r.split(",")[0] for r in (tmp_path / "train_log.csv").read_text().splitlines()[1:]]
     assert steps == ["1", "2", "3"]
+
+
+def test_block_mask_lets_a_question_see_the_context_and_itself_only():
+    import torch
+
+    from cachecraft_lib.tiny.train import block_causal_mask
+
+    blocks = torch.tensor([[0, 0, 1, 1, 2, -1]])
+    allowed = (block_causal_mask(blocks) == 0)[0, 0].int().tolist()
+    assert allowed == [[1, 0, 0, 0, 0, 0],
+                       [1, 1, 0, 0, 0, 0],
+                       [1, 1, 1, 0, 0, 0],   # the first question: context and itself, causally
+                       [1, 1, 1, 1, 0, 0],
+                       [1, 1, 0, 0, 1, 0],   # the second question never sees the first
+                       [1, 1, 0, 0, 0, 1]]   # padding (no loss) sees the context and itself, never a question
+
+
+def test_worker_processes_build_exactly_the_batches_of_one_process():
+    import torch
+    from transformers import AutoTokenizer
+
+    from cachecraft_lib.tiny.train import make_batch, step_batches
+
+    tokenizer = AutoTokenizer.from_pretrained(ASSET_TOKENIZER)
+    recipe = _recipe(6)
+    stream = SampleStream(tokenizer, recipe.seed)
+    expected = [make_batch(stream, recipe, s, tokenizer.pad_token_id) for s in range(2, 6)]
+    for workers in (0, 2):
+        got = list(step_batches(tokenizer, recipe, first=2, workers=workers))
+        assert len(got) == len(expected)
+        for g, e in zip(got, expected, strict=True):
+            assert g.keys() == e.keys() and all(torch.equal(g[k], e[k]) for k in e)
+
+
+@pytest.mark.slow
+def test_the_trained_weights_do_not_depend_on_the_data_workers(tmp_path):
+    from safetensors.torch import load_file
+
+    runs = [train(tmp_path / f"w{w}", _recipe(2), tokenizer_dir=ASSET_TOKENIZER, save_every=1, threads=1, workers=w)
+            for w in (0, 1)]
+    a, b = (load_file(run / "model.safetensors") for run in runs)
+    assert a.keys() == b.keys() and all((a[k] == b[k]).all() for k in a)
+
+
+def test_recipe_file_overrides_the_shipped_recipe_and_bad_files_say_why(tmp_path, capsys):
+    from cachecraft_lib.cli import main
+    from cachecraft_lib.tiny.train import load_recipe
+
+    good = tmp_path / "gpu.json"
+    good.write_text(json.dumps({"num_layers": 8, "batch_tokens": 32768}))
+    recipe = load_recipe(good)
+    assert (recipe.num_layers, recipe.batch_tokens) == (8, 32768)
+    assert replace(recipe, num_layers=4, batch_tokens=4096) == Recipe()  # everything else is the shipped recipe
+    assert main(["train-tiny", "--recipe", str(good), "--steps", "100", "--print-recipe"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["num_layers"] == 8 and printed["steps"] == 100 and printed["stages"][-1]["until"] == 100
+
+    bad = {"typo.json": ({"num_layer": 8}, "unknown field"),
+           "broken.json": ("{not json", "expected|Expecting"),
+           "list.json": ([1, 2], "JSON object"),
+           "task.json": ({"stages": [{"until": 10800, "tasks": ["niah_single_9"], "lengths": [512]}]}, "unknown task"),
+           "short.json": ({"stages": [{"until": 10, "tasks": ["vt"], "lengths": [512]}]}, "must reach steps"),
+           "stage.json": ({"stages": [{"until": 10800, "tasks": ["vt"]}]}, "malformed")}
+    for name, (content, message) in bad.items():
+        path = tmp_path / name
+        path.write_text(content if isinstance(content, str) else json.dumps(content))
+        with pytest.raises(ValueError, match=message):
+            load_recipe(path)
+        assert main(["train-tiny", "--recipe", str(path), "--out", str(tmp_path / "never")]) == 2
+        assert "error: recipe file" in capsys.readouterr().err and not (tmp_path / "never").exists()

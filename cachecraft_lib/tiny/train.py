@@ -12,9 +12,11 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
 import random
 import re
 import time
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 from itertools import pairwise
 from pathlib import Path
@@ -261,8 +263,12 @@ def _stage(recipe: Recipe, step: int) -> Stage:
 
 
 def make_batch(stream: SampleStream, recipe: Recipe, step: int, pad_id: int) -> dict[str, torch.Tensor]:
-    """The batch of step ``step``: one length, random tasks of the current stage, right-padded,
-    with a block-causal 4D mask so extra questions see only the context and themselves."""
+    """The batch of step ``step``: one length, random tasks of the current stage, right-padded.
+
+    ``blocks`` (0 = context, b = the b-th question block, -1 = padding) stands in for the attention
+    mask, which ``block_causal_mask`` builds where the model runs: a (rows, 1, width, width) mask is
+    too large to build per batch on the CPU and ship to a GPU.
+    """
     rng = random.Random(recipe.seed * 1_000_003 + step)
     stage = _stage(recipe, step)
     length = rng.choice(stage.lengths)
@@ -285,18 +291,54 @@ def make_batch(stream: SampleStream, recipe: Recipe, step: int, pad_id: int) -> 
         positions[i, :n] = torch.tensor(r.positions)
         positions[i, n:] = torch.arange(width - n) + (r.positions[-1] + 1)
         blocks[i, :n] = torch.tensor(r.blocks)
-    q_idx = torch.arange(width)
+    return {"input_ids": ids, "weights": weights, "position_ids": positions, "blocks": blocks}
+
+
+def block_causal_mask(blocks: torch.Tensor) -> torch.Tensor:
+    """Additive 4D mask (rows, 1, width, width), on ``blocks``' device: causal, and a question block sees
+    the context and itself only; padding (no loss on it) sees the context and itself."""
+    width = blocks.shape[1]
+    q_idx = torch.arange(width, device=blocks.device)
     causal = q_idx[None, :] <= q_idx[:, None]
     same = (blocks[:, None, :] == 0) | (blocks[:, None, :] == blocks[:, :, None])
     allowed = causal[None] & (same | (blocks[:, :, None] < 0) & (q_idx[None, None, :] == q_idx[None, :, None]))
-    mask = torch.zeros(allowed.shape).masked_fill_(~allowed, float("-inf"))[:, None]
-    return {"input_ids": ids, "weights": weights, "position_ids": positions, "attention_mask": mask}
+    return torch.zeros(allowed.shape, device=blocks.device).masked_fill_(~allowed, float("-inf"))[:, None]
+
+
+class StepBatches(torch.utils.data.Dataset):
+    """Map-style dataset whose item ``s`` is the batch of step ``s``: worker processes can build batches
+    ahead of the model (a GPU outruns one CPU core's data generation) and still deliver exactly the
+    batches a single process would, in order."""
+
+    def __init__(self, tokenizer: Any, recipe: Recipe) -> None:
+        self.tokenizer, self.recipe = tokenizer, recipe
+        self._stream: SampleStream | None = None  # built in each worker, with its own haystack-size cache
+
+    def __len__(self) -> int:
+        return self.recipe.steps
+
+    def __getitem__(self, step: int) -> dict[str, torch.Tensor]:
+        if self._stream is None:
+            self._stream = SampleStream(self.tokenizer, self.recipe.seed)
+        return make_batch(self._stream, self.recipe, step, self.tokenizer.pad_token_id)
+
+
+def step_batches(tokenizer: Any, recipe: Recipe, first: int, workers: int = 0,
+                 pin_memory: bool = False) -> Iterable[dict[str, torch.Tensor]]:
+    """The batches of steps ``first`` .. ``recipe.steps - 1`` in order, built by ``workers`` processes
+    (0: in this one)."""
+    dataset = StepBatches(tokenizer, recipe)
+    if workers <= 0:
+        return (dataset[s] for s in range(first, recipe.steps))
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # the tokenizer is used in forked workers
+    return torch.utils.data.DataLoader(dataset, batch_size=None, sampler=range(first, recipe.steps),
+                                       num_workers=workers, prefetch_factor=4, pin_memory=pin_memory)
 
 
 def weighted_loss(model, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, float]:
     """Next-token cross-entropy weighted per target token; also the answer-token accuracy."""
     ids, weights = batch["input_ids"], batch["weights"]
-    logits = model(input_ids=ids, attention_mask=batch["attention_mask"],
+    logits = model(input_ids=ids, attention_mask=block_causal_mask(batch["blocks"]),
                    position_ids=batch["position_ids"]).logits[:, :-1].float()
     targets = ids[:, 1:]
     w = weights[:, 1:]
@@ -351,6 +393,34 @@ def recipe_from_json(data: dict) -> Recipe:
     return Recipe(**{**tup(data), "stages": tuple(Stage(**tup(st)) for st in data["stages"])})
 
 
+def load_recipe(path: str | Path) -> Recipe:
+    """The shipped ``Recipe`` with the fields of a JSON file over it: a larger model or batch for a GPU,
+    say ``{"num_layers": 8, "batch_tokens": 32768}``. ``stages``, when given, replaces all stages.
+    Raises ``ValueError`` saying what is wrong (unreadable JSON, an unknown field, a bad value)."""
+    try:
+        overrides = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise ValueError(f"recipe file {path}: {err}; write a JSON object of Recipe fields "
+                         f"(cachecraft train-tiny --print-recipe prints them all)") from err
+    if not isinstance(overrides, dict):
+        raise ValueError(f"recipe file {path}: expected a JSON object of Recipe fields, got {type(overrides).__name__}")
+    known = set(_recipe_json(Recipe()))
+    unknown = sorted(set(overrides) - known)
+    if unknown:
+        raise ValueError(f"recipe file {path}: unknown field(s) {unknown}; known: {sorted(known)}")
+    try:
+        recipe = recipe_from_json({**_recipe_json(Recipe()), **overrides})
+    except TypeError as err:
+        raise ValueError(f"recipe file {path}: a stage is malformed ({err}); each stage needs "
+                         f"until, tasks and lengths") from err
+    if [s.until for s in recipe.stages] != sorted({s.until for s in recipe.stages}) or recipe.stages[-1].until < recipe.steps:
+        raise ValueError(f"recipe file {path}: stage ends must increase and the last must reach steps ({recipe.steps})")
+    unknown_tasks = sorted({t for st in recipe.stages for t in st.tasks} - set(TASKS))
+    if unknown_tasks:
+        raise ValueError(f"recipe file {path}: unknown task(s) {unknown_tasks}; RULER's tasks are {list(TASKS)}")
+    return recipe
+
+
 def extends(new: Recipe, old: Recipe, done: int) -> bool:
     """True when ``new`` trains the first ``done`` steps exactly as ``old`` did: same model, data and
     learning rate for each of them. Such a recipe (a cycle appended, a later stage changed) may resume."""
@@ -375,11 +445,14 @@ def _resumable(recipe: Recipe, state: dict) -> bool:
 
 def train(out_dir: str | Path, recipe: Recipe | None = None, tokenizer_dir: str | Path | None = None,
           resume: bool = True, save_every: int = 100, threads: int | None = None,
-          max_minutes: float | None = None) -> Path:
+          max_minutes: float | None = None, device: str | None = None, workers: int | None = None) -> Path:
     """Train (or resume) the embedded model into ``out_dir``; returns the folder.
 
     Weights and ``trainer_state.json`` are written every ``save_every`` steps; the optimizer
     state goes to ``out_dir/.optim.pt`` (ignored by git). ``max_minutes`` stops cleanly at a checkpoint.
+    ``device`` defaults to CUDA when present (then bf16 autocast; weights stay float32). ``workers``
+    processes build batches ahead (default: none on a CPU, whose cores the model needs; up to 8 beside
+    a GPU); the batches, and so the model, do not depend on it.
     """
     from transformers import AutoTokenizer, LlamaForCausalLM
 
@@ -390,6 +463,9 @@ def train(out_dir: str | Path, recipe: Recipe | None = None, tokenizer_dir: str 
     out.mkdir(parents=True, exist_ok=True)
     if threads:
         torch.set_num_threads(threads)
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if workers is None:
+        workers = min(8, (os.cpu_count() or 2) - 1) if device.startswith("cuda") else 0
     state_path, optim_path, log_path = out / "trainer_state.json", out / ".optim.pt", out / "train_log.csv"
 
     if resume and state_path.exists():
@@ -407,13 +483,13 @@ def train(out_dir: str | Path, recipe: Recipe | None = None, tokenizer_dir: str 
         model = build_model(recipe, tokenizer)
         step, elapsed = 0, 0.0
         log_path.unlink(missing_ok=True)
-    device = "cuda" if torch.cuda.is_available() else "cpu"
     model.to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=recipe.lr, betas=(0.9, 0.95), weight_decay=0.05)
     if resume and optim_path.exists() and step > 0:
         optimizer.load_state_dict(torch.load(optim_path, weights_only=True, map_location=device))
 
-    stream = SampleStream(tokenizer, recipe.seed)
+    on_gpu = device.startswith("cuda")
+    batches = step_batches(tokenizer, recipe, step, workers, pin_memory=on_gpu)
     model.train()
     started = time.time()
     new_log = not log_path.exists()
@@ -421,11 +497,12 @@ def train(out_dir: str | Path, recipe: Recipe | None = None, tokenizer_dir: str 
         writer = csv.writer(log_file)
         if new_log:
             writer.writerow(["step", "loss", "answer_acc", "length", "lr", "elapsed_s"])
-        while step < recipe.steps:
-            batch = {k: v.to(device) for k, v in make_batch(stream, recipe, step, tokenizer.pad_token_id).items()}
+        for cpu_batch in batches:
+            batch = {k: v.to(device, non_blocking=on_gpu) for k, v in cpu_batch.items()}
             for group in optimizer.param_groups:
                 group["lr"] = _lr(recipe, step)
-            loss, acc = weighted_loss(model, batch)
+            with torch.autocast("cuda" if on_gpu else "cpu", dtype=torch.bfloat16, enabled=on_gpu):
+                loss, acc = weighted_loss(model, batch)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
