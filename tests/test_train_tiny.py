@@ -101,6 +101,8 @@ def test_train_checkpoints_and_resumes(tmp_path):
     assert not list(out.glob("*.tmp"))
     with pytest.raises(ValueError, match="another recipe"):
         train(tmp_path, _recipe(3), save_every=1, threads=1)  # a changed recipe is refused, not mixed in
+    from cachecraft_lib.tiny.train import load_recipe
+    assert load_recipe(out / "trainer_state.json") == _recipe(2)  # the run's own recipe, to resume it by
     log = (out / "train_log.csv").read_text().splitlines()
     assert log[0].startswith("step,loss") and [r.split(",")[0] for r in log[1:]] == ["1", "2"]
     done = _recipe(2)  # a cycle appended after the steps done is the same past: it resumes

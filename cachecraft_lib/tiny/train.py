@@ -395,7 +395,8 @@ def recipe_from_json(data: dict) -> Recipe:
 
 def load_recipe(path: str | Path) -> Recipe:
     """The shipped ``Recipe`` with the fields of a JSON file over it: a larger model or batch for a GPU,
-    say ``{"num_layers": 8, "batch_tokens": 32768}``. ``stages``, when given, replaces all stages.
+    say ``{"num_layers": 8, "batch_tokens": 32768}``. ``stages``, when given, replaces all stages. A
+    ``trainer_state.json`` gives the recipe stored in it, to resume a run trained under its own recipe.
     Raises ``ValueError`` saying what is wrong (unreadable JSON, an unknown field, a bad value)."""
     try:
         overrides = json.loads(Path(path).read_text())
@@ -404,6 +405,8 @@ def load_recipe(path: str | Path) -> Recipe:
                          f"(cachecraft train-tiny --print-recipe prints them all)") from err
     if not isinstance(overrides, dict):
         raise ValueError(f"recipe file {path}: expected a JSON object of Recipe fields, got {type(overrides).__name__}")
+    if isinstance(overrides.get("recipe"), dict) and "step" in overrides:  # a trainer_state.json
+        overrides = overrides["recipe"]
     known = set(_recipe_json(Recipe()))
     unknown = sorted(set(overrides) - known)
     if unknown:
@@ -413,8 +416,9 @@ def load_recipe(path: str | Path) -> Recipe:
     except TypeError as err:
         raise ValueError(f"recipe file {path}: a stage is malformed ({err}); each stage needs "
                          f"until, tasks and lengths") from err
-    if [s.until for s in recipe.stages] != sorted({s.until for s in recipe.stages}) or recipe.stages[-1].until < recipe.steps:
-        raise ValueError(f"recipe file {path}: stage ends must increase and the last must reach steps ({recipe.steps})")
+    ends = [s.until for s in recipe.stages]
+    if ends != sorted(ends) or ends[-1] < recipe.steps:
+        raise ValueError(f"recipe file {path}: stage ends must not decrease and the last must reach steps ({recipe.steps})")
     unknown_tasks = sorted({t for st in recipe.stages for t in st.tasks} - set(TASKS))
     if unknown_tasks:
         raise ValueError(f"recipe file {path}: unknown task(s) {unknown_tasks}; RULER's tasks are {list(TASKS)}")
@@ -473,7 +477,7 @@ def train(out_dir: str | Path, recipe: Recipe | None = None, tokenizer_dir: str 
         if not _resumable(recipe, state):
             raise ValueError(f"{state_path} was written by another recipe, which trained its {state['step']} steps "
                              f"differently; pass resume=False (or --fresh) to start over, use the recipe stored "
-                             f"there, or change only what comes after step {state['step']}")
+                             f"there (--recipe {state_path}), or change only what comes after step {state['step']}")
         tokenizer = AutoTokenizer.from_pretrained(out)
         model = LlamaForCausalLM.from_pretrained(out, attn_implementation="sdpa", dtype=torch.float32)
         step, elapsed = state["step"], state["elapsed_s"]
