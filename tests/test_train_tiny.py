@@ -98,6 +98,7 @@ def test_train_checkpoints_and_resumes(tmp_path):
     out = train(tmp_path, _recipe(2), tokenizer_dir=ASSET_TOKENIZER, save_every=1, threads=1)
     state = json.loads((out / "trainer_state.json").read_text())
     assert state["step"] == 2 and (out / "model.safetensors").exists() and (out / ".optim.pt").exists()
+    assert state["device"] == "cpu"
     assert not list(out.glob("*.tmp"))
     with pytest.raises(ValueError, match="another recipe"):
         train(tmp_path, _recipe(3), save_every=1, threads=1)  # a changed recipe is refused, not mixed in
@@ -203,3 +204,11 @@ def test_recipe_file_overrides_the_shipped_recipe_and_bad_files_say_why(tmp_path
             load_recipe(path)
         assert main(["train-tiny", "--recipe", str(path), "--out", str(tmp_path / "never")]) == 2
         assert "error: recipe file" in capsys.readouterr().err and not (tmp_path / "never").exists()
+
+
+def test_model_card_says_where_the_model_was_trained():
+    from cachecraft_lib.tiny.card import _trained_on
+
+    assert _trained_on({"device": "cuda (NVIDIA H200)", "threads": 16}) == "cuda (NVIDIA H200)"
+    assert _trained_on({"device": "cpu", "threads": 2}) == "2 CPU thread(s)"
+    assert _trained_on({"threads": 2}) == "2 CPU thread(s)"  # states written before the device was recorded

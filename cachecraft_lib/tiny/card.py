@@ -140,7 +140,7 @@ def write_card(model_dir: str | Path, results: dict, smoke: dict[str, float], se
         f"characters, {recipe['vocab_size']} entries.", "",
         "## Training", "",
         f"- Steps done: {state['step']} of {recipe['steps']} (batches of about {recipe['batch_tokens']} tokens), "
-        f"training time {state['elapsed_s'] / 3600:.1f} h on {state.get('threads', '?')} CPU thread(s), torch "
+        f"training time {state['elapsed_s'] / 3600:.1f} h on {_trained_on(state)}, torch "
         f"{state['torch']}. Reproduce with `cachecraft train-tiny` (seed {recipe['seed']}, resumable): a rerun "
         "sees the same data and schedule, but floating-point results differ across thread counts, devices and restarts.",
         "- Data: offline RULER, all 13 tasks, rendered exactly as KVPress's pipeline renders a row without a chat "
@@ -229,6 +229,12 @@ def _history_lines(history: list[dict], current: dict) -> list[str]:
     rows = history + [{"step": current["step"], "aggregate": {k: v.get("aggregate") for k, v in current["scores"].items()}}]
     table = pd.DataFrame({f"step {r['step']}": pd.Series(r["aggregate"]) for r in rows})
     return ["## Aggregate over training", "", _md(table), ""]
+
+
+def _trained_on(state: dict) -> str:
+    """Where the last checkpoint was trained: a GPU's name, or the CPU thread count (older states have only that)."""
+    device = state.get("device", "cpu")
+    return device if not device.startswith("cpu") else f"{state.get('threads', '?')} CPU thread(s)"
 
 
 def _size_mb(folder: Path) -> float:

@@ -526,6 +526,12 @@ def train(out_dir: str | Path, recipe: Recipe | None = None, tokenizer_dir: str 
     return out
 
 
+def _device_name(model) -> str:
+    """``cpu``, or ``cuda (<GPU name>)``: what the model card says the model was trained on."""
+    device = next(model.parameters()).device
+    return f"cuda ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else device.type
+
+
 def _checkpoint(model, tokenizer, optimizer, out: Path, recipe: Recipe, step: int, elapsed: float) -> None:
     """Weights (safetensors) and tokenizer in ``out``, optimizer beside them, state last (atomic rename)."""
     model.save_pretrained(out)
@@ -533,5 +539,5 @@ def _checkpoint(model, tokenizer, optimizer, out: Path, recipe: Recipe, step: in
     atomic_write(out / ".optim.pt", lambda tmp: torch.save(optimizer.state_dict(), tmp))
     n_params = sum(p.numel() for p in model.parameters())
     state = {"step": step, "elapsed_s": round(elapsed), "parameters": n_params, "recipe": _recipe_json(recipe),
-             "torch": torch.__version__, "threads": torch.get_num_threads()}
+             "torch": torch.__version__, "threads": torch.get_num_threads(), "device": _device_name(model)}
     atomic_write_text(out / "trainer_state.json", json.dumps(state, indent=2))
