@@ -92,7 +92,7 @@ def _cmd_train_tiny(args: argparse.Namespace) -> int:
 def _cmd_tiny_card(args: argparse.Namespace) -> int:
     from .tiny.card import build_card
 
-    path = build_card(args.model, tuple(args.lengths), args.samples)
+    path = build_card(args.model, tuple(args.lengths), args.samples, heldout_samples=args.heldout_samples)
     print(f"model card written to {path}")
     return 0
 
@@ -268,10 +268,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("tiny-card", help="measure the embedded model and rewrite its model card",
                        description="Score the embedded model on fresh offline RULER through KVPress's pipeline "
-                                   "(no compression, StreamingLLM 0.88, SnapKV 0.25) and write README.md + quality.json.")
+                                   "(no compression, StreamingLLM 0.88, SnapKV 0.25), re-check it uncompressed on a second "
+                                   "held-out seed with more samples, and write README.md + quality.json.")
     c.add_argument("--model", default=str(PROFILES["cpu"].models[0]), help="model folder")
     c.add_argument("--lengths", type=int, nargs="+", default=list(PROFILES["cpu"].lengths))
     c.add_argument("--samples", type=int, default=20, help="samples per task (default 20)")
+    c.add_argument("--heldout-samples", type=int, default=12,
+                   help="samples per task of the uncompressed held-out check on a second seed (0: skip)")
     c.set_defaults(func=_cmd_tiny_card)
     return parser
 

@@ -110,3 +110,30 @@ def test_card_says_how_the_model_fails(tmp_path):
     card = write_card(tmp_path, results, {"aggregate": 50.0}, 1.0).read_text()
     assert "## How it fails" in card and "| cwe | 1/2 (1) |" in card
     assert "- qa_1: expected `Paris`, predicted `Rome`" in card
+
+
+@pytest.mark.slow
+def test_card_rechecks_the_model_on_a_held_out_seed(tiny, tmp_path):
+    from cachecraft_lib.tiny.card import EVAL_SEED, HELDOUT_SEED, heldout_scores, write_card
+    from cachecraft_lib.tiny.train import Recipe, _recipe_json
+
+    model, tok = tiny
+    held = heldout_scores(model, tok, (1024,), 2, tasks=("niah_single_1", "vt"), progress=False)
+    assert HELDOUT_SEED != EVAL_SEED and held["seed"] == HELDOUT_SEED and held["samples_per_task"] == 2
+    assert set(held["scores"]["1024"]) == {"niah_single_1", "vt", "aggregate"}
+    assert held["scores"]["1024"]["niah_single_1"] == 100.0  # the shipped model finds single needles
+
+    state = {"step": 2, "elapsed_s": 1, "parameters": 10, "recipe": _recipe_json(Recipe()), "torch": "x"}
+    (tmp_path / "trainer_state.json").write_text(json.dumps(state))
+    old = {"step": 1, "seed": 1, "samples_per_task": 2, "scores": {"1024/no_press/0.0": {"aggregate": 40.0}},
+           "heldout": {"seed": HELDOUT_SEED, "samples_per_task": 2, "scores": {"1024": {"aggregate": 35.0}}}}
+    (tmp_path / "quality.json").write_text(json.dumps(old))
+    results = {"seed": 1, "samples_per_task": 2, "scores": {"1024/no_press/0.0": {"niah_single_1": 100.0, "aggregate": 50.0}}}
+    card = write_card(tmp_path, results, {"aggregate": 50.0}, 1.0, held).read_text()
+    quality = json.loads((tmp_path / "quality.json").read_text())
+    assert quality["heldout"] == held and quality["history"][0]["heldout_aggregate"] == {"1024": 35.0}
+    assert f"## Held-out check (seed {HELDOUT_SEED}, 2 samples per task" in card
+    now = held["scores"]["1024"]["aggregate"]
+    verdict = "met" if now >= 80 else "NOT met"  # the worst NIAH task here is niah_single_1 at 100
+    assert f"- 1024 tokens: aggregate {now:.1f}, worst NIAH 100.0 -> {verdict}" in card
+    assert f"| held-out 1024 | 35.0 | {now:.1f} |" in card  # the history carries held-out aggregates too
