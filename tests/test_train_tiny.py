@@ -196,7 +196,10 @@ def test_recipe_file_overrides_the_shipped_recipe_and_bad_files_say_why(tmp_path
            "list.json": ([1, 2], "JSON object"),
            "task.json": ({"stages": [{"until": 10800, "tasks": ["niah_single_9"], "lengths": [512]}]}, "unknown task"),
            "short.json": ({"stages": [{"until": 10, "tasks": ["vt"], "lengths": [512]}]}, "must reach steps"),
-           "stage.json": ({"stages": [{"until": 10800, "tasks": ["vt"]}]}, "malformed")}
+           "stage.json": ({"stages": [{"until": 10800, "tasks": ["vt"]}]}, "malformed"),
+           "weights.json": ({"stages": [{"until": 10800, "tasks": ["vt", "cwe"], "lengths": [512], "weights": [1.0]}]},
+                            "one weight per task"),
+           "steps.json": ({"steps": 20000}, "use --steps")}
     for name, (content, message) in bad.items():
         path = tmp_path / name
         path.write_text(content if isinstance(content, str) else json.dumps(content))
@@ -212,3 +215,13 @@ def test_model_card_says_where_the_model_was_trained():
     assert _trained_on({"device": "cuda (NVIDIA H200)", "threads": 16}) == "cuda (NVIDIA H200)"
     assert _trained_on({"device": "cpu", "threads": 2}) == "2 CPU thread(s)"
     assert _trained_on({"threads": 2}) == "2 CPU thread(s)"  # states written before the device was recorded
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="checks the message for a machine without CUDA")
+def test_asking_for_a_gpu_without_one_says_so_before_anything_is_written(tmp_path, capsys):
+    from cachecraft_lib.cli import main
+
+    with pytest.raises(ValueError, match="sees no CUDA GPU"):
+        train(tmp_path / "a", _recipe(2), tokenizer_dir=ASSET_TOKENIZER, device="cuda")
+    assert main(["train-tiny", "--out", str(tmp_path / "b"), "--device", "cuda", "--fresh"]) == 2
+    assert "--device cpu" in capsys.readouterr().err and not list(tmp_path.iterdir())  # no folder made

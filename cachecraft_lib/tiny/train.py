@@ -418,7 +418,11 @@ def load_recipe(path: str | Path) -> Recipe:
                          f"until, tasks and lengths") from err
     ends = [s.until for s in recipe.stages]
     if ends != sorted(ends) or ends[-1] < recipe.steps:
-        raise ValueError(f"recipe file {path}: stage ends must not decrease and the last must reach steps ({recipe.steps})")
+        raise ValueError(f"recipe file {path}: stage ends must not decrease and the last must reach steps "
+                         f"({recipe.steps}); to stretch the shipped stages to another length, use --steps instead")
+    uneven = [st.until for st in recipe.stages if st.weights is not None and len(st.weights) != len(st.tasks)]
+    if uneven:
+        raise ValueError(f"recipe file {path}: the stage(s) ending at {uneven} need one weight per task")
     unknown_tasks = sorted({t for st in recipe.stages for t in st.tasks} - set(TASKS))
     if unknown_tasks:
         raise ValueError(f"recipe file {path}: unknown task(s) {unknown_tasks}; RULER's tasks are {list(TASKS)}")
@@ -463,11 +467,14 @@ def train(out_dir: str | Path, recipe: Recipe | None = None, tokenizer_dir: str 
     from .tokenizer import train_tokenizer
 
     recipe = recipe or Recipe()
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r} asked for, but torch {torch.__version__} sees no CUDA GPU; install a "
+                         f"CUDA build of torch into .venv (see README) or train on --device cpu")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if threads:
         torch.set_num_threads(threads)
-    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     if workers is None:
         workers = min(8, (os.cpu_count() or 2) - 1) if device.startswith("cuda") else 0
     state_path, optim_path, log_path = out / "trainer_state.json", out / ".optim.pt", out / "train_log.csv"
