@@ -137,3 +137,13 @@ def test_card_rechecks_the_model_on_a_held_out_seed(tiny, tmp_path):
     verdict = "met" if now >= 80 else "NOT met"  # the worst NIAH task here is niah_single_1 at 100
     assert f"- 1024 tokens: aggregate {now:.1f}, worst NIAH 100.0 -> {verdict}" in card
     assert f"| held-out 1024 | 35.0 | {now:.1f} |" in card  # the history carries held-out aggregates too
+
+
+def test_shipped_model_fits_its_size_budget():
+    from pathlib import Path
+
+    from cachecraft_lib.tiny.train import SHIPPED_BUDGET_MB
+
+    folder = Path(resolve("tiny"))
+    size = sum(p.stat().st_size for p in folder.iterdir() if p.is_file() and not p.name.startswith(".")) / 1e6
+    assert 1 < size < SHIPPED_BUDGET_MB, f"{folder} holds {size:.1f} MB (budget {SHIPPED_BUDGET_MB} MB)"

@@ -225,3 +225,9 @@ def test_asking_for_a_gpu_without_one_says_so_before_anything_is_written(tmp_pat
         train(tmp_path / "a", _recipe(2), tokenizer_dir=ASSET_TOKENIZER, device="cuda")
     assert main(["train-tiny", "--out", str(tmp_path / "b"), "--device", "cuda", "--fresh"]) == 2
     assert "--device cpu" in capsys.readouterr().err and not list(tmp_path.iterdir())  # no folder made
+
+
+def test_a_recipe_over_the_size_budget_is_flagged(tmp_path):
+    big = replace(_recipe(1), hidden_size=512, intermediate_size=4096, num_layers=2, num_heads=8, num_kv_heads=4)
+    with pytest.warns(UserWarning, match="over the 20 MB budget"):
+        train(tmp_path, big, tokenizer_dir=ASSET_TOKENIZER, threads=1)

@@ -16,6 +16,7 @@ import os
 import random
 import re
 import time
+import warnings
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 from itertools import pairwise
@@ -40,6 +41,7 @@ from ..ruler.templates import (
 from ..ruler.tokens import as_counter
 from .render import answer_text, render_ids
 
+SHIPPED_BUDGET_MB = 20.0  # weights and tokenizer of the model shipped in data/models/ (float32 safetensors)
 NIAH_TASKS = tuple(t for t in TASKS if t.startswith("niah"))
 # context lengths of the refine cycles from step 7400 on: more of them at the cpu profile's longer 2048
 REFINE_LENGTHS = (768, 1024, 1536, 2048, 2048, 2200)
@@ -356,6 +358,8 @@ def _lr(recipe: Recipe, step: int) -> float:
     ending at each of ``refine_ends`` and then at ``steps``: re-warm to ``refine_lr``, hold, cool down
     linearly to 0 (further WSD cycles, so every cycle's end is a finished model)."""
     if step >= recipe.base_steps:
+        if not refine_cycles(recipe):  # the base run is the whole run, and it has ended
+            return 0.0
         start, end = _refine_cycle(recipe, step)
         warm = min(1.0, (step - start + 1) / max(recipe.refine_warmup, 1))
         cool = min(1.0, max(end - step, 0) / max(recipe.refine_cooldown, 1))
@@ -492,6 +496,11 @@ def train(out_dir: str | Path, recipe: Recipe | None = None, tokenizer_dir: str 
         tokenizer = (AutoTokenizer.from_pretrained(tokenizer_dir) if tokenizer_dir
                      else train_tokenizer(out, vocab_size=recipe.vocab_size, seed=recipe.seed))
         model = build_model(recipe, tokenizer)
+        weights_mb = 4 * sum(p.numel() for p in model.parameters()) / 1e6
+        if weights_mb > SHIPPED_BUDGET_MB:
+            warnings.warn(f"this recipe's weights take {weights_mb:.1f} MB in float32, over the {SHIPPED_BUDGET_MB:g} MB "
+                          f"budget for a model shipped in data/models/; it trains, but cannot replace the shipped one",
+                          stacklevel=2)
         step, elapsed = 0, 0.0
         log_path.unlink(missing_ok=True)
     model.to(device)
