@@ -231,3 +231,20 @@ def test_a_recipe_over_the_size_budget_is_flagged(tmp_path):
     big = replace(_recipe(1), hidden_size=512, intermediate_size=4096, num_layers=2, num_heads=8, num_kv_heads=4)
     with pytest.warns(UserWarning, match="over the 20 MB budget"):
         train(tmp_path, big, tokenizer_dir=ASSET_TOKENIZER, threads=1)
+
+
+def test_the_recorded_fifth_cycle_resumes_the_shipped_model():
+    """data/recipes/tiny-refine5-lists.json is the measured, not yet shipped, fifth refine cycle (README):
+    `train-tiny --recipe` must accept it as a continuation of the shipped run, not as another recipe."""
+    from pathlib import Path
+
+    from cachecraft_lib.models import resolve
+    from cachecraft_lib.tiny.train import TASKS, load_recipe
+
+    root = Path(__file__).resolve().parents[1]
+    recipe = load_recipe(root / "data" / "recipes" / "tiny-refine5-lists.json")
+    state = json.loads((Path(resolve("tiny")) / "trainer_state.json").read_text())
+    assert _resumable(recipe, state) and state["step"] == 10800 < recipe.steps == 11600
+    last = dict(zip(TASKS, recipe.stages[-1].weights, strict=True))
+    assert max(last, key=last.get) in {"niah_multivalue", "niah_multiquery"} and min(recipe.stages[-1].lengths) == 512
+    assert _lr(recipe, 11599) > 0 == _lr(recipe, 11600)  # the cycle anneals to 0 at its end
