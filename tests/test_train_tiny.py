@@ -233,9 +233,10 @@ def test_a_recipe_over_the_size_budget_is_flagged(tmp_path):
         train(tmp_path, big, tokenizer_dir=ASSET_TOKENIZER, threads=1)
 
 
-def test_the_recorded_fifth_cycle_resumes_the_shipped_model():
-    """data/recipes/tiny-refine5-lists.json is the measured, not yet shipped, fifth refine cycle (README):
-    `train-tiny --recipe` must accept it as a continuation of the shipped run, not as another recipe."""
+def test_the_recorded_fifth_and_sixth_cycles_resume_the_shipped_model():
+    """data/recipes/tiny-refine5-lists.json and tiny-refine6-2048.json are the measured, not yet shipped,
+    fifth and sixth refine cycles (README): `train-tiny --recipe` must accept each as a continuation of
+    the shipped run, not as another recipe."""
     from pathlib import Path
 
     from cachecraft_lib.models import resolve
@@ -248,3 +249,6 @@ def test_the_recorded_fifth_cycle_resumes_the_shipped_model():
     last = dict(zip(TASKS, recipe.stages[-1].weights, strict=True))
     assert max(last, key=last.get) in {"niah_multivalue", "niah_multiquery"} and min(recipe.stages[-1].lengths) == 512
     assert _lr(recipe, 11599) > 0 == _lr(recipe, 11600)  # the cycle anneals to 0 at its end
+    sixth = load_recipe(root / "data" / "recipes" / "tiny-refine6-2048.json")  # continues the fifth
+    assert _resumable(sixth, state) and extends(sixth, recipe, recipe.steps) and sixth.steps == 12200
+    assert min(sixth.stages[-1].lengths) == 1024 and _lr(sixth, 12199) > 0 == _lr(sixth, 12200)
