@@ -252,3 +252,8 @@ def test_the_recorded_fifth_and_sixth_cycles_resume_the_shipped_model():
     sixth = load_recipe(root / "data" / "recipes" / "tiny-refine6-2048.json")  # continues the fifth
     assert _resumable(sixth, state) and extends(sixth, recipe, recipe.steps) and sixth.steps == 12200
     assert min(sixth.stages[-1].lengths) == 1024 and _lr(sixth, 12199) > 0 == _lr(sixth, 12200)
+    candidate = root / "data" / "models" / "candidates" / "tiny-ruler-llama-step12200"
+    if candidate.exists():  # the measured result of both cycles, kept for promotion (data/models/candidates)
+        done = json.loads((candidate / "trainer_state.json").read_text())
+        assert done["step"] == sixth.steps and recipe_from_json(done["recipe"]) == sixth
+        assert sum(p.stat().st_size for p in candidate.iterdir()) / 1e6 < 20
