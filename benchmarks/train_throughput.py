@@ -21,7 +21,7 @@ import torch
 from transformers import AutoTokenizer
 
 from cachecraft_lib.profiles import PROFILES
-from cachecraft_lib.tiny.train import Recipe, build_model, step_batches, weighted_loss
+from cachecraft_lib.tiny.train import Recipe, build_model, step_batches, train_step
 
 
 def batch_rate(tokenizer, recipe: Recipe, first: int, steps: int, workers: int) -> tuple[float, float]:
@@ -33,18 +33,14 @@ def batch_rate(tokenizer, recipe: Recipe, first: int, steps: int, workers: int) 
 
 
 def step_rate(tokenizer, recipe: Recipe, first: int, steps: int, workers: int, device: str) -> float:
-    """Training steps/s on ``device`` with batches from ``workers`` processes (first step excluded: warm-up)."""
+    """Training steps/s on ``device`` with batches from ``workers`` processes (first step excluded: warm-up):
+    the trainer's own ``train_step``."""
     model = build_model(recipe, tokenizer).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     on_gpu = device.startswith("cuda")
     started = None
     for i, cpu_batch in enumerate(itertools.islice(step_batches(tokenizer, recipe, first, workers), steps + 1)):
-        batch = {k: v.to(device) for k, v in cpu_batch.items()}
-        with torch.autocast("cuda" if on_gpu else "cpu", dtype=torch.bfloat16, enabled=on_gpu):
-            loss, _ = weighted_loss(model, batch)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
+        train_step(model, optimizer, {k: v.to(device) for k, v in cpu_batch.items()})
         if on_gpu:
             torch.cuda.synchronize()
         if i == 0:

@@ -352,6 +352,19 @@ def weighted_loss(model, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, 
     return loss, acc
 
 
+def train_step(model, optimizer, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, float]:
+    """One optimisation step on ``batch`` (bf16 autocast on CUDA, gradients clipped to norm 1); the loss
+    and answer-token accuracy before the update."""
+    on_gpu = batch["input_ids"].is_cuda
+    with torch.autocast("cuda" if on_gpu else "cpu", dtype=torch.bfloat16, enabled=on_gpu):
+        loss, acc = weighted_loss(model, batch)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    return loss, acc
+
+
 def _lr(recipe: Recipe, step: int) -> float:
     """Base run: warmup, cosine over ``lr_decay_steps`` (floor 10%), then a linear cooldown to 0 at
     ``base_steps``: the run can end before the cosine horizon and still anneal. Refine cycles after it,
@@ -521,12 +534,7 @@ def train(out_dir: str | Path, recipe: Recipe | None = None, tokenizer_dir: str 
             batch = {k: v.to(device, non_blocking=on_gpu) for k, v in cpu_batch.items()}
             for group in optimizer.param_groups:
                 group["lr"] = _lr(recipe, step)
-            with torch.autocast("cuda" if on_gpu else "cpu", dtype=torch.bfloat16, enabled=on_gpu):
-                loss, acc = weighted_loss(model, batch)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
+            loss, acc = train_step(model, optimizer, batch)
             step += 1
             now = elapsed + time.time() - started
             writer.writerow([step, f"{loss.item():.4f}", f"{acc:.3f}", batch['input_ids'].shape[1], f"{_lr(recipe, step):.2e}",
