@@ -86,14 +86,14 @@ class Recipe:
     rope_theta: float = 10000.0
     max_position_embeddings: int = 4096
     seed: int = 1234
-    steps: int = 10800
+    steps: int = 12200
     batch_tokens: int = 4096
     lr: float = 1.5e-3
     warmup: int = 150
     lr_decay_steps: int = 12000  # cosine horizon; the base run ends earlier with a linear cooldown (WSD-style)
     cooldown: int = 900
     base_steps: int = 5000  # end of the base run (lr 0); refine cycles follow up to ``steps``
-    refine_ends: tuple[int, ...] = (7400, 9200, 10000)  # refine cycles that end before ``steps`` (each anneals to 0)
+    refine_ends: tuple[int, ...] = (7400, 9200, 10000, 10800, 11600)  # refine cycles that end before ``steps`` (each anneals to 0)
     refine_lr: float = 6e-4
     refine_warmup: int = 100
     refine_cooldown: int = 500
@@ -117,6 +117,14 @@ class Recipe:
         # fourth: the NIAH tasks still under 90 at step 10000 (multivalue, multiquery, multikey_3) most often
         Stage(10800, TASKS, REFINE_LENGTHS,
               weights=(0.5, 0.5, 0.5, 0.5, 1.0, 2.0, 3.5, 2.5, 1.0, 1.5, 0.75, 1.0, 1.0), dense_qa=True,
+              ordered_sets=True),
+        # fifth: the list tasks (multivalue, multiquery) most often, shorter contexts so more steps fit an hour
+        Stage(11600, TASKS, (512, 768, 1024, 1024, 1536, 2048),
+              weights=(0.5, 0.5, 0.5, 0.5, 1.0, 2.0, 3.0, 3.0, 2.0, 2.0, 1.5, 0.75, 1.0), dense_qa=True,
+              ordered_sets=True),
+        # sixth: the 2048-token misses (multikey_2/3, multivalue, multiquery) and QA at the long lengths only
+        Stage(12200, TASKS, (1024, 1536, 2048, 2048, 2200),
+              weights=(0.5, 0.5, 1.0, 0.5, 2.0, 2.5, 2.0, 2.0, 1.5, 1.0, 1.0, 1.5, 1.5), dense_qa=True,
               ordered_sets=True),
     ))
 
