@@ -147,3 +147,10 @@ def test_shipped_model_fits_its_size_budget():
     folder = Path(resolve("tiny"))
     size = sum(p.stat().st_size for p in folder.iterdir() if p.is_file() and not p.name.startswith(".")) / 1e6
     assert 1 < size < SHIPPED_BUDGET_MB, f"{folder} holds {size:.1f} MB (budget {SHIPPED_BUDGET_MB} MB)"
+
+
+def test_card_tables_round_like_the_bar_lines():
+    """The card printed 61.8 in its table and 61.9 in the bar line below it for one aggregate of 61.85."""
+    from cachecraft_lib.tiny.card import _md
+
+    assert "| 61.9 |" in _md(pd.DataFrame({"aggregate": [61.85]}, index=["2048"])) and f"{61.85:.1f}" == "61.9"

@@ -290,7 +290,7 @@ def _size_mb(folder: Path) -> float:
 def _md(table: pd.DataFrame) -> str:
     from ..report import to_markdown
 
-    return to_markdown(table.round(1), floatfmt=".1f")
+    return to_markdown(table, floatfmt=".1f")  # formatted like the bar lines (numpy rounds 61.85 down)
 
 
 def build_card(model_dir: str | Path, lengths: tuple[int, ...] = (1024, 2048), samples_per_task: int = 20,
