@@ -111,3 +111,52 @@ def validator_cases(length: int, ratio: float, chunk_length: int = 20) -> pd.Dat
         except SelectionError as err:
             rows.append({"selection": name, "accepted": False, "invariant": err.invariant, "message": str(err)})
     return pd.DataFrame(rows)
+
+
+def scorer_kept_by_layer(model: Any, tokenizer: Any, context: str, press: Any) -> list[torch.Tensor]:
+    """Prefill ``context`` under a KVPress ``ScorerPress`` (query-agnostic, as in the grid) and return,
+    per layer, the kept positions of each KV head, shape (H_kv, n_kept): exactly what the press keeps."""
+    from kvpress import ScorerPress
+
+    if not isinstance(press, ScorerPress):
+        raise TypeError(f"{type(press).__name__} is not a KVPress ScorerPress (one score per token and head); "
+                        "chunked presses such as FRC and ChunkKV are inspected with inspect_prefill instead")
+    ids = context_ids(tokenizer, context)
+    if press.compression_ratio == 0:  # KVPress returns the cache untouched without scoring
+        everything = torch.arange(ids.shape[1]).expand(model.config.num_key_value_heads, -1)
+        return [everything] * model.config.num_hidden_layers
+    scores: list[torch.Tensor] = []
+    score = press.score
+
+    def recording(*args: Any, **kwargs: Any) -> torch.Tensor:
+        out = score(*args, **kwargs)
+        scores.append(out.detach().float().cpu())
+        return out
+
+    press.score = recording  # compress() calls self.score once per layer
+    try:
+        with torch.no_grad(), press(model):
+            model(ids.to(model.device))
+    finally:
+        del press.score
+    kept = []
+    for s in scores:  # (1, H_kv, L): KVPress keeps the top int(L * (1 - ratio)) per head
+        n_kept = int(s.shape[-1] * (1 - press.compression_ratio))
+        kept.append(s[0].topk(n_kept, dim=-1).indices)
+    return kept
+
+
+def scorer_needle_kept(model: Any, tokenizer: Any, data: pd.DataFrame, press: Any) -> pd.DataFrame:
+    """Share of each sample's first answer (its needle value) that a scorer press keeps, per layer (mean
+    over KV heads), with the needle's depth in the context. A model whose context-only attention marks
+    needles, as real LLMs' does, keeps them at mild compression; one that ignores them until the question
+    comes loses them even at r = 0.25. Rows are one (sample, layer); ``data`` is in KVPress's schema."""
+    rows = []
+    for i, row in enumerate(data.itertuples()):
+        lo, hi = token_span(tokenizer, row.context, list(row.answer)[0])
+        length = context_ids(tokenizer, row.context).shape[1]
+        for layer, idx in enumerate(scorer_kept_by_layer(model, tokenizer, row.context, press)):
+            share = np.mean([kept_share(h.numpy(), (lo, hi)) for h in idx])
+            rows.append({"sample": i, "task": row.task, "depth": round(lo / length, 2), "layer": layer,
+                         "kept": float(share)})
+    return pd.DataFrame(rows)

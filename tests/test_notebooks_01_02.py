@@ -18,7 +18,10 @@ def test_notebook_01_features(tmp_path):
     assert all(k in (full, full - short_by) for k in r["kept_per_layer"]), r["kept_per_layer"]  # whole chunks, r = 0.88
     assert all(0.0 <= v <= 1.0 for v in r["needle_kept"].values())
     assert 0 < r["attention_on_needle"] < 1
+    assert set(r["snapkv_needle_kept"]) == {"1024", "2048"}  # SnapKV 0.25's share of the needle, per length
+    assert all(0.0 <= v <= 1.0 for v in r["snapkv_needle_kept"].values())
     assert r["corr_shape"][0] == r["corr_shape"][1] >= 15
+    assert (tmp_path / "f" / "table_snapkv_needle_kept.md").exists()
     for name in ("fig_features_along_sequence", "fig_feature_correlation", "fig_frc_kept_vs_needle"):
         assert (tmp_path / "f" / f"{name}.png").exists()
 
