@@ -260,12 +260,25 @@ class SharedPrefill:
             press.post_init_from_model(self.model)
         with torch.no_grad():
             for module, hidden, keys, values, kwargs in self.layers:
-                module.masked_key_indices = None
+                self._ready(module, press)
                 if press is not None:
-                    module.rotary_emb = self.model.model.rotary_emb
                     keys, values = press.compress(module, hidden, keys, values, None, kwargs)
                 cache.update(keys, values, module.layer_idx)
         return cache
+
+    def scores_for(self, press: BasePress) -> list[torch.Tensor]:
+        """Each layer's token scores (1, H_kv, L) from a ``ScorerPress``: what its ``compress`` ranks by."""
+        press.post_init_from_model(self.model)
+        with torch.no_grad():
+            return [press.score(self._ready(module, press), hidden, keys, values, None, kwargs)
+                    for module, hidden, keys, values, kwargs in self.layers]
+
+    def _ready(self, module: Any, press: BasePress | None) -> Any:
+        """Put ``module`` back in the state a press's hook sees during a real prefill."""
+        module.masked_key_indices = None
+        if press is not None:
+            module.rotary_emb = self.model.model.rotary_emb
+        return module
 
     @staticmethod
     def clear_masks(model: Any) -> None:

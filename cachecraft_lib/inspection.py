@@ -114,35 +114,17 @@ def validator_cases(length: int, ratio: float, chunk_length: int = 20) -> pd.Dat
 
 
 def scorer_kept_by_layer(model: Any, tokenizer: Any, context: str, press: Any) -> list[torch.Tensor]:
-    """Prefill ``context`` under a KVPress ``ScorerPress`` (query-agnostic, as in the grid) and return,
-    per layer, the kept positions of each KV head, shape (H_kv, n_kept): exactly what the press keeps."""
+    """Prefill ``context`` once and return, per layer, the positions a KVPress ``ScorerPress`` keeps in each
+    KV head (query-agnostic, as in the grid), shape (H_kv, n_kept): its top int(L * (1 - ratio)) scores."""
     from kvpress import ScorerPress
 
     if not isinstance(press, ScorerPress):
         raise TypeError(f"{type(press).__name__} is not a KVPress ScorerPress (one score per token and head); "
                         "chunked presses such as FRC and ChunkKV are inspected with inspect_prefill instead")
-    ids = context_ids(tokenizer, context)
-    if press.compression_ratio == 0:  # KVPress returns the cache untouched without scoring
-        everything = torch.arange(ids.shape[1]).expand(model.config.num_key_value_heads, -1)
-        return [everything] * model.config.num_hidden_layers
-    scores: list[torch.Tensor] = []
-    score = press.score
-
-    def recording(*args: Any, **kwargs: Any) -> torch.Tensor:
-        out = score(*args, **kwargs)
-        scores.append(out.detach().float().cpu())
-        return out
-
-    press.score = recording  # compress() calls self.score once per layer
-    try:
-        with torch.no_grad(), press(model):
-            model(ids.to(model.device))
-    finally:
-        del press.score
     kept = []
-    for s in scores:  # (1, H_kv, L): KVPress keeps the top int(L * (1 - ratio)) per head
-        n_kept = int(s.shape[-1] * (1 - press.compression_ratio))
-        kept.append(s[0].topk(n_kept, dim=-1).indices)
+    for scores in SharedPrefill(model, context_ids(tokenizer, context)).scores_for(press):
+        n_kept = int(scores.shape[-1] * (1 - press.compression_ratio))
+        kept.append(scores[0].topk(n_kept, dim=-1).indices.cpu())
     return kept
 
 
