@@ -106,9 +106,13 @@ def test_card_says_how_the_model_fails(tmp_path):
     state = {"step": 1, "elapsed_s": 1, "parameters": 10, "recipe": _recipe_json(Recipe()), "torch": "x"}
     (tmp_path / "trainer_state.json").write_text(json.dumps(state))
     results = {"seed": 1, "samples_per_task": 2, "scores": {"1024/no_press/0.0": {"niah_single_1": 100.0, "cwe": 50.0, "aggregate": 75.0}},
-               "failures": {"1024": found}}
+               "failures": {"1024": found},
+               "no_repeats": [{"length": 1024, "task": "fwe", "samples": 2, "greedy": 33.33, "no_repeats": 66.67},
+                              {"length": 1024, "task": "vt", "samples": 2, "greedy": 20.0, "no_repeats": 20.0}]}
     card = write_card(tmp_path, results, {"aggregate": 50.0}, 1.0).read_text()
     assert "## How it fails" in card and "| cwe | 1/2 (1) |" in card
+    assert "## If it could not repeat itself" in card and "| 1024 greedy | 1024 no repeats |" in card
+    assert "| fwe | 33.3 | 66.7 |" in card and "| vt | 20.0 | 20.0 |" in card
     assert "- qa_1: expected `Paris`, predicted `Rome`" in card
 
 
@@ -168,3 +172,45 @@ def test_compression_still_matters_on_the_shipped_weights(tiny):
     full, stream = (score(df.assign(predicted_answer=predict(model, tok, df, make_press(name, ratio), progress=False)))
                     ["aggregate"] for name, ratio in (("no_press", 0.0), ("streaming_llm", 0.88)))
     assert full >= 75 and full - stream >= 50, (full, stream)
+
+
+class _OneWordModel:
+    """A stand-in causal LM that always ranks the same tokens first: word ``a``, then ``b``, then eos."""
+
+    def __init__(self, order: list[int], vocab: int) -> None:
+        import torch
+
+        self.device = torch.device("cpu")
+        self.logits = torch.zeros(vocab)
+        for rank, token in enumerate(order):
+            self.logits[token] = 10.0 - rank
+
+    def __call__(self, input_ids, past_key_values=None, use_cache=True):
+        from types import SimpleNamespace
+
+        return SimpleNamespace(logits=self.logits.expand(1, input_ids.shape[1], -1), past_key_values=None)
+
+
+def test_banning_repeats_makes_a_repeating_model_move_on_to_its_next_choice():
+    from transformers import AutoTokenizer
+
+    from cachecraft_lib.tiny.diagnose import greedy_answer
+
+    tok = AutoTokenizer.from_pretrained("tests/assets/tokenizer")
+    first, second = (tok.encode(w, add_special_tokens=False)[0] for w in (" the", " and"))
+    model = _OneWordModel([first, second, tok.eos_token_id], len(tok))
+    assert greedy_answer(model, tok, "ctx", "q", "A:", 3).split() == ["the"] * 3  # what the tiny model does
+    assert greedy_answer(model, tok, "ctx", "q", "A:", 3, ban_repeats=True).split() == ["the", "and"]  # then eos
+
+
+@pytest.mark.slow
+def test_the_shipped_model_knows_more_of_a_list_than_it_writes(tiny):
+    """The card's diagnostic on fwe (2 samples at 1024): banning repeated words never lowers the score, and the
+    shipped weights write the top word three times where banned decoding finds a second one (card: 40 -> 67)."""
+    from cachecraft_lib.tiny.diagnose import no_repeat_recall
+
+    model, tok = tiny
+    table = no_repeat_recall(model, tok, (1024,), 2, tasks=("fwe",))
+    row = table.iloc[0]
+    assert list(table.columns) == ["length", "task", "samples", "greedy", "no_repeats"] and row["samples"] == 2
+    assert row["no_repeats"] > row["greedy"], table

@@ -89,8 +89,70 @@ def test_ordered_sets_write_set_answers_in_the_order_the_context_shows_them(task
     first = [own_context.index(f" {a}") for a in ordered]
     assert sorted(ordered) == sorted(ruler_order) and len(ordered) == (4 if task == "niah_multivalue" else 10)
     assert first == sorted(first) and ordered != ruler_order  # RULER's order is a shuffle the context hides
-    # the flag is on from the third refine cycle; stages trained before it existed (to step 9200) keep it off
-    assert Recipe().stages[-1].ordered_sets and not any(s.ordered_sets for s in Recipe().stages if s.until <= 9200)
+    # cycles 3-6 set the flag, but make_batch did not pass it on: the shipped stages say what was trained
+    assert not any(s.ordered_sets for s in Recipe().stages)
+
+
+def test_other_orders_are_distinct_and_never_the_given_one():
+    from cachecraft_lib.tiny.train import other_orders
+
+    three = other_orders(["a", "b", "c"], 10, random.Random(0))
+    assert len(three) == 5 and len(set(map(tuple, three))) == 5 and ["a", "b", "c"] not in three
+    assert all(sorted(o) == ["a", "b", "c"] for o in three)
+    ten = [str(i) for i in range(10)]
+    assert len(other_orders(ten, 3, random.Random(0))) == 3 and other_orders(["x"], 3, random.Random(0)) == []
+    rng = random.Random(5)
+    other_orders(ten, 0, rng)  # asking for none draws nothing: the earlier stages' data stays the same
+    assert rng.random() == random.Random(5).random()
+
+
+def _answers_by_block(tokenizer, row) -> dict[int, str]:
+    out: dict[int, list[int]] = {}
+    for token, block, weight in zip(row.ids, row.blocks, row.weights, strict=True):
+        if block > 0 and weight > 0:
+            out.setdefault(block, []).append(token)
+    return {b: tokenizer.decode(ids, skip_special_tokens=True) for b, ids in out.items()}
+
+
+@pytest.mark.parametrize("task", ["fwe", "vt", "cwe", "niah_multivalue"])
+def test_set_orders_ask_a_list_question_again_in_other_orders(task):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(ASSET_TOKENIZER)
+    stream = SampleStream(tokenizer, seed=1)
+    row = stream.sample(task, 1024, random.Random(3), extra_questions=0, set_orders=3)
+    answers = _answers_by_block(tokenizer, row)
+    assert len(answers) == 4 and len(set(answers.values())) == 4  # RULER's order, then three others
+
+    def items(text: str) -> list[str]:  # the listed items, without cwe's numbering, commas and "and"
+        words = [w.strip(".,") for w in text.split()]
+        return sorted(w for w in words if w and w != "and" and not (task == "cwe" and w.isdigit()))
+
+    assert all(items(a) == items(answers[1]) for a in answers.values())
+    questions = {b: [t for t, bb, w in zip(row.ids, row.blocks, row.weights, strict=True) if bb == b and w == 0]
+                 for b in answers}
+    assert all(q == questions[1] for q in questions.values())  # the same question each time
+    plain = stream.sample(task, 1024, random.Random(3), extra_questions=0)
+    assert max(plain.blocks) == 1 and plain.ids == row.ids[:len(plain.ids)]
+
+
+def test_every_sample_of_a_batch_gets_the_stage_flags():
+    """make_batch once dropped ``ordered_sets`` on its way to the samples; no stage flag may be lost again."""
+    from transformers import AutoTokenizer
+
+    from cachecraft_lib.tiny.train import make_batch
+
+    tokenizer = AutoTokenizer.from_pretrained(ASSET_TOKENIZER)
+    stage = Stage(10, ("fwe",), (768,), set_orders=2, ordered_sets=True)
+    recipe = replace(Recipe(), steps=10, base_steps=10, stages=(stage,), batch_tokens=1024)
+    batch = make_batch(SampleStream(tokenizer, recipe.seed), recipe, 0, tokenizer.pad_token_id)
+    assert all(int(row.max()) == 3 for row in batch["blocks"])  # RULER's order and two others, in every row
+    calls = []
+    stream = SampleStream(tokenizer, recipe.seed)
+    real = stream.sample
+    stream.sample = lambda *a, **kw: calls.append(kw) or real(*a, **kw)
+    make_batch(stream, recipe, 0, tokenizer.pad_token_id)
+    assert calls and all(kw["ordered_sets"] and kw["set_orders"] == 2 for kw in calls)
 
 
 @pytest.mark.slow
@@ -194,10 +256,10 @@ def test_recipe_file_overrides_the_shipped_recipe_and_bad_files_say_why(tmp_path
     bad = {"typo.json": ({"num_layer": 8}, "unknown field"),
            "broken.json": ("{not json", "expected|Expecting"),
            "list.json": ([1, 2], "JSON object"),
-           "task.json": ({"stages": [{"until": 12200, "tasks": ["niah_single_9"], "lengths": [512]}]}, "unknown task"),
+           "task.json": ({"stages": [{"until": Recipe().steps, "tasks": ["niah_single_9"], "lengths": [512]}]}, "unknown task"),
            "short.json": ({"stages": [{"until": 10, "tasks": ["vt"], "lengths": [512]}]}, "must reach steps"),
-           "stage.json": ({"stages": [{"until": 12200, "tasks": ["vt"]}]}, "malformed"),
-           "weights.json": ({"stages": [{"until": 12200, "tasks": ["vt", "cwe"], "lengths": [512], "weights": [1.0]}]},
+           "stage.json": ({"stages": [{"until": Recipe().steps, "tasks": ["vt"]}]}, "malformed"),
+           "weights.json": ({"stages": [{"until": Recipe().steps, "tasks": ["vt", "cwe"], "lengths": [512], "weights": [1.0]}]},
                             "one weight per task"),
            "steps.json": ({"steps": 20000}, "use --steps")}
     for name, (content, message) in bad.items():
@@ -245,6 +307,7 @@ def test_the_fifth_and_sixth_cycles_continue_the_step_10800_run():
     fifth, sixth = (dict(zip(TASKS, st.weights, strict=True)) for st in now.stages[-2:])
     assert max(fifth, key=fifth.get) in {"niah_multivalue", "niah_multiquery"} and min(now.stages[-2].lengths) == 512
     assert max(sixth, key=sixth.get) == "niah_multikey_3" and min(now.stages[-1].lengths) == 1024
+    assert not any(st.set_orders for st in now.stages)  # tried on top of them (README), not shipped
     for end in (10800, 11600, 12200):  # each cycle cools to ~0 at its end, the next re-warms
         assert 0 < _lr(now, end - 1) < 0.01 * now.refine_lr
     assert _lr(now, 11600 + now.refine_warmup) == pytest.approx(now.refine_lr)

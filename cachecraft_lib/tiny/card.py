@@ -187,6 +187,7 @@ def write_card(model_dir: str | Path, results: dict, smoke: dict[str, float], se
         f"Smoke check (re-run by `tests/test_tiny_model.py`): {json.dumps(smoke)}.", "",
         *_heldout_lines(heldout),
         *_failure_lines(results.get("failures", {})),
+        *_no_repeat_lines(results.get("no_repeats", [])),
         *_history_lines(history, quality)]
     (folder / "README.md").write_text("\n".join(lines))
     return folder / "README.md"
@@ -213,6 +214,8 @@ def _stage_line(stage: dict) -> str:
         line += ", QA with extra questions about the other documents"
     if stage.get("ordered_sets"):
         line += ", set answers (multivalue values, cwe words) in the order the context shows them"
+    if stage.get("set_orders"):
+        line += f", list answers (multivalue, vt, cwe, fwe) also asked in {stage['set_orders']} more orders"
     return line
 
 
@@ -261,6 +264,22 @@ def _failure_lines(failures: dict[str, dict]) -> list[str]:
             "", _md(table), "", f"First miss per task at {longest} tokens:", "", *examples, ""]
 
 
+def _no_repeat_lines(records: list[dict]) -> list[str]:
+    """The card's section on list answers decoded with repeats banned (``diagnose.no_repeat_recall``)."""
+    if not records:
+        return []
+    df = pd.DataFrame(records)
+    table = df.pivot(index="task", columns="length", values=["greedy", "no_repeats"])
+    table.columns = [f"{length} {'greedy' if kind == 'greedy' else 'no repeats'}" for kind, length in table.columns]
+    table = table[sorted(table.columns, key=lambda c: (int(c.split()[0]), c))]
+    return ["## If it could not repeat itself (a diagnostic, not a score)", "",
+            f"The list tasks decoded greedily as the pipeline does, and again with every token that started an "
+            f"earlier word of the answer banned from starting another ({int(df['samples'].iloc[0])} samples per "
+            "task, card seed, no compression, `cachecraft_lib.tiny.diagnose`). Where banning lifts the score the "
+            "model ranks the other items high but cannot tell which it has written; where it does not, it does "
+            "not find them:", "", _md(table.loc[[t for t in df["task"].unique()]]), ""]
+
+
 def _history_lines(history: list[dict], current: dict) -> list[str]:
     if not history:
         return []
@@ -303,4 +322,7 @@ def build_card(model_dir: str | Path, lengths: tuple[int, ...] = (1024, 2048), s
     results = measure(model, tokenizer, lengths, samples_per_task, progress=progress)
     smoke = smoke_scores(model, tokenizer)
     heldout = heldout_scores(model, tokenizer, lengths, heldout_samples, progress=progress) if heldout_samples else None
+    from .diagnose import no_repeat_recall  # imports this module
+
+    results["no_repeats"] = no_repeat_recall(model, tokenizer, lengths, samples_per_task).to_dict("records")
     return write_card(model_dir, results, smoke, time.time() - start, heldout)

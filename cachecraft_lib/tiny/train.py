@@ -56,6 +56,10 @@ class Stage:
     ``ordered_sets`` writes answers that form a set (the values of niah_multivalue, the words of cwe)
     in the order they appear in the context: RULER's order is a shuffle the context does not show, so
     the model could only guess it, and the small model answered by repeating one item.
+    ``set_orders`` adds that many more blocks asking a set-answer question again, each with the answer
+    in another random order (RULER scores sets by recall, in any order): each is a context the model
+    already paid for, supervised at every item to pick one not yet written: even teacher-forced, the
+    step-12,200 model writes the first item again at most later item positions (cwe, fwe, vt).
     """
 
     until: int
@@ -64,6 +68,7 @@ class Stage:
     weights: tuple[float, ...] | None = None
     dense_qa: bool = False
     ordered_sets: bool = False
+    set_orders: int = 0
 
     def pick_task(self, tasks: list[str], rng: random.Random) -> str:
         if self.weights is None:
@@ -110,22 +115,20 @@ class Recipe:
         # second refine cycle: what still failed at step 7400 (vt, cwe, qa_2, multikey_2 at 2048) most often
         Stage(9200, TASKS, REFINE_LENGTHS,
               weights=(0.5, 0.5, 0.5, 0.5, 2.0, 1.0, 1.5, 1.0, 2.5, 2.5, 1.0, 1.5, 2.5), dense_qa=True),
-        # third: set answers in context order; multivalue and cwe (which repeated one item) most often
+        # third: multivalue and cwe (which repeated one item) most often. Cycles three to six were meant to
+        # order set answers as the context shows them, but make_batch did not pass the flag on (found after
+        # step 12,200): their batches kept RULER's order, and these stages now say what was trained
         Stage(10000, TASKS, REFINE_LENGTHS,
-              weights=(0.5, 0.5, 0.5, 0.5, 1.0, 1.5, 3.0, 1.5, 1.5, 3.0, 1.0, 1.0, 1.5), dense_qa=True,
-              ordered_sets=True),
+              weights=(0.5, 0.5, 0.5, 0.5, 1.0, 1.5, 3.0, 1.5, 1.5, 3.0, 1.0, 1.0, 1.5), dense_qa=True),
         # fourth: the NIAH tasks still under 90 at step 10000 (multivalue, multiquery, multikey_3) most often
         Stage(10800, TASKS, REFINE_LENGTHS,
-              weights=(0.5, 0.5, 0.5, 0.5, 1.0, 2.0, 3.5, 2.5, 1.0, 1.5, 0.75, 1.0, 1.0), dense_qa=True,
-              ordered_sets=True),
+              weights=(0.5, 0.5, 0.5, 0.5, 1.0, 2.0, 3.5, 2.5, 1.0, 1.5, 0.75, 1.0, 1.0), dense_qa=True),
         # fifth: the list tasks (multivalue, multiquery) most often, shorter contexts so more steps fit an hour
         Stage(11600, TASKS, (512, 768, 1024, 1024, 1536, 2048),
-              weights=(0.5, 0.5, 0.5, 0.5, 1.0, 2.0, 3.0, 3.0, 2.0, 2.0, 1.5, 0.75, 1.0), dense_qa=True,
-              ordered_sets=True),
+              weights=(0.5, 0.5, 0.5, 0.5, 1.0, 2.0, 3.0, 3.0, 2.0, 2.0, 1.5, 0.75, 1.0), dense_qa=True),
         # sixth: the 2048-token misses (multikey_2/3, multivalue, multiquery) and QA at the long lengths only
         Stage(12200, TASKS, (1024, 1536, 2048, 2048, 2200),
-              weights=(0.5, 0.5, 1.0, 0.5, 2.0, 2.5, 2.0, 2.0, 1.5, 1.0, 1.0, 1.5, 1.5), dense_qa=True,
-              ordered_sets=True),
+              weights=(0.5, 0.5, 1.0, 0.5, 2.0, 2.5, 2.0, 2.0, 1.5, 1.0, 1.0, 1.5, 1.5), dense_qa=True),
     ))
 
     def scaled(self, steps: int) -> Recipe:
@@ -175,7 +178,7 @@ class SampleStream:
         return self._fit[key]
 
     def sample(self, task: str, length: int, rng: random.Random, extra_questions: int = 8,
-               dense_qa: bool = False, ordered_sets: bool = False) -> Row | None:
+               dense_qa: bool = False, ordered_sets: bool = False, set_orders: int = 0) -> Row | None:
         """One context with its RULER question and, for NIAH, extra questions about other needles.
 
         Each (question, answer) block sees the context and itself only (block mask, positions
@@ -196,6 +199,8 @@ class SampleStream:
             qas += niah_extra_questions(context, question, rng, extra_questions)
         if task.startswith("qa") and dense_qa and extra_questions:
             qas += qa_extra_questions(context, question, prefix, rng, extra_questions)
+        if task in SHUFFLABLE_TASKS:
+            qas += [(question, prefix, order) for order in other_orders(answers, set_orders, rng)]
         ctx_ids = render_ids(self.tokenizer, context, "", "")[0]
         ids, weights, blocks = list(ctx_ids), [0.0] * len(ctx_ids), [0] * len(ctx_ids)
         positions = list(range(len(ctx_ids)))
@@ -218,6 +223,9 @@ class Row:
     positions: list[int]
 
 
+# tasks RULER scores by recall of a list of several answers, in any order (string_match_all): the answer
+# may be written in any order (niah_multiquery's follows its question's keys, so it is not one of them)
+SHUFFLABLE_TASKS = ("niah_multivalue", "vt", "cwe", "fwe")
 # tasks whose answer is an unordered set -> where their own context starts (after any one-shot example)
 SET_TASKS = {"niah_multivalue": NIAH_TEMPLATE.split("{")[0], "cwe": CWE_TEMPLATE.split("\n")[0]}
 
@@ -229,6 +237,20 @@ def in_context_order(answers: list[str], context: str) -> list[str]:
         return found.start() if found else len(context)
 
     return sorted(answers, key=first)
+
+
+def other_orders(answers: list[str], n: int, rng: random.Random) -> list[list[str]]:
+    """Up to ``n`` distinct orders of ``answers``, none the given one (fewer when there are not so many)."""
+    seen, out = {tuple(answers)}, []
+    limit = math.factorial(min(len(answers), 10))
+    for _ in range(8 * n):
+        if len(out) >= n or len(seen) >= limit:
+            break
+        order = rng.sample(answers, len(answers))
+        if tuple(order) not in seen:
+            seen.add(tuple(order))
+            out.append(order)
+    return out
 
 
 _NEEDLE = re.compile(r"One of the special magic (numbers|uuids) for ([\w-]+) is: ([\w-]+)\.")
@@ -287,7 +309,8 @@ def make_batch(stream: SampleStream, recipe: Recipe, step: int, pad_id: int) -> 
         raise ValueError(f"no task of the stage fits {length} tokens; raise the stage's lengths")
     rows: list[Row] = []
     while sum(len(r.ids) for r in rows) < recipe.batch_tokens or not rows:
-        rows.append(stream.sample(stage.pick_task(tasks, rng), length, rng, dense_qa=stage.dense_qa))
+        rows.append(stream.sample(stage.pick_task(tasks, rng), length, rng, dense_qa=stage.dense_qa,
+                                  ordered_sets=stage.ordered_sets, set_orders=stage.set_orders))
     width = max(len(r.ids) for r in rows)
     ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
     weights = torch.zeros((len(rows), width))
