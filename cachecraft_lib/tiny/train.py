@@ -59,7 +59,8 @@ class Stage:
     ``set_orders`` adds that many more blocks asking a set-answer question again, each with the answer
     in another random order (RULER scores sets by recall, in any order): each is a context the model
     already paid for, supervised at every item to pick one not yet written: even teacher-forced, the
-    step-12,200 model writes the first item again at most later item positions (cwe, fwe, vt).
+    step-12,200 model starts a wrong item, typically one already written, at half (cwe) to most (fwe, vt)
+    of the later item positions.
     """
 
     until: int
