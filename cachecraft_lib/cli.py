@@ -269,7 +269,8 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("tiny-card", help="measure the embedded model and rewrite its model card",
                        description="Score the embedded model on fresh offline RULER through KVPress's pipeline "
                                    "(no compression, StreamingLLM 0.88, SnapKV 0.25), re-check it uncompressed on a second "
-                                   "held-out seed with more samples, and write README.md + quality.json.")
+                                   "held-out seed with more samples, decode the list tasks once more with repeated words banned (a "
+                                   "diagnostic), and write README.md + quality.json.")
     c.add_argument("--model", default=str(PROFILES["cpu"].models[0]), help="model folder")
     c.add_argument("--lengths", type=int, nargs="+", default=list(PROFILES["cpu"].lengths))
     c.add_argument("--samples", type=int, default=20, help="samples per task (default 20)")

@@ -277,7 +277,7 @@ def _no_repeat_lines(records: list[dict]) -> list[str]:
             f"earlier word of the answer banned from starting another ({int(df['samples'].iloc[0])} samples per "
             "task, card seed, no compression, `cachecraft_lib.tiny.diagnose`). Where banning lifts the score the "
             "model ranks the other items high but cannot tell which it has written; where it does not, it does "
-            "not find them:", "", _md(table.loc[[t for t in df["task"].unique()]]), ""]
+            "not find them:", "", _md(table.loc[df["task"].unique()]), ""]
 
 
 def _history_lines(history: list[dict], current: dict) -> list[str]:
