@@ -43,6 +43,36 @@ class TokenwiseQuestionPipeline(KVPressTextGenerationPipeline):
         return str(self.tokenizer.decode(torch.stack(generated), skip_special_tokens=True))
 
 
+class NoRepeatPipeline(KVPressTextGenerationPipeline):
+    """KVPress's pipeline whose greedy decoding may not start a word with a token that started an earlier
+    word of the answer. A diagnostic (``tiny.diagnose``), never a way to score a method."""
+
+    def generate_answer(self, question_ids: torch.Tensor, cache: Any, context_length: int,
+                        max_new_tokens: int) -> str:
+        device = self.model.device
+        positions = torch.arange(context_length, context_length + question_ids.shape[1], device=device)[None]
+        logits = self.model(input_ids=question_ids.to(device), past_key_values=cache, position_ids=positions,
+                            logits_to_keep=1).logits[0, -1]
+        stop = self.model.generation_config.eos_token_id
+        stop = set(stop if isinstance(stop, list) else [stop])
+        written: list[int] = []
+        banned: set[int] = set()
+        for i in range(max_new_tokens):
+            if banned:
+                logits = logits.clone()
+                logits[list(banned)] = float("-inf")
+            token = int(logits.argmax())
+            written.append(token)
+            if token in stop:
+                break
+            piece = self.tokenizer.decode([token])
+            if (piece.startswith(" ") or len(written) == 1) and piece.strip()[:1].isalpha():
+                banned.add(token)
+            logits = self.model(input_ids=torch.tensor([[token]], device=device), past_key_values=cache,
+                                position_ids=positions[:, -1:] + 1 + i).logits[0, -1]
+        return str(self.tokenizer.decode(written, skip_special_tokens=True))
+
+
 def make_pipeline(model: Any, tokenizer: Any, tokenwise: bool = False) -> KVPressTextGenerationPipeline:
     """KVPress's pipeline (``tokenwise=False``) or the token-by-token question variant."""
     cls = TokenwiseQuestionPipeline if tokenwise else KVPressTextGenerationPipeline

@@ -177,30 +177,41 @@ def test_compression_still_matters_on_the_shipped_weights(tiny):
 class _OneWordModel:
     """A stand-in causal LM that always ranks the same tokens first: word ``a``, then ``b``, then eos."""
 
-    def __init__(self, order: list[int], vocab: int) -> None:
+    def __init__(self, order: list[int], vocab: int, eos: int) -> None:
+        from types import SimpleNamespace
+
         import torch
 
         self.device = torch.device("cpu")
+        self.generation_config = SimpleNamespace(eos_token_id=eos)
         self.logits = torch.zeros(vocab)
         for rank, token in enumerate(order):
             self.logits[token] = 10.0 - rank
 
-    def __call__(self, input_ids, past_key_values=None, use_cache=True):
+    def __call__(self, input_ids, past_key_values=None, position_ids=None, logits_to_keep=0):
         from types import SimpleNamespace
 
-        return SimpleNamespace(logits=self.logits.expand(1, input_ids.shape[1], -1), past_key_values=None)
+        return SimpleNamespace(logits=self.logits.expand(1, input_ids.shape[1], -1))
 
 
 def test_banning_repeats_makes_a_repeating_model_move_on_to_its_next_choice():
+    import torch
+    from kvpress import KVPressTextGenerationPipeline
     from transformers import AutoTokenizer
 
-    from cachecraft_lib.tiny.diagnose import greedy_answer
+    from cachecraft_lib.pipeline import NoRepeatPipeline
 
     tok = AutoTokenizer.from_pretrained("tests/assets/tokenizer")
     first, second = (tok.encode(w, add_special_tokens=False)[0] for w in (" the", " and"))
-    model = _OneWordModel([first, second, tok.eos_token_id], len(tok))
-    assert greedy_answer(model, tok, "ctx", "q", "A:", 3).split() == ["the"] * 3  # what the tiny model does
-    assert greedy_answer(model, tok, "ctx", "q", "A:", 3, ban_repeats=True).split() == ["the", "and"]  # then eos
+    model = _OneWordModel([first, second, tok.eos_token_id], len(tok), tok.eos_token_id)
+
+    def answer(cls: type) -> str:
+        pipe = object.__new__(cls)  # generate_answer needs only the model and the tokenizer
+        pipe.model, pipe.tokenizer = model, tok
+        return pipe.generate_answer(torch.tensor([[5, 6]]), None, context_length=3, max_new_tokens=3)
+
+    assert answer(KVPressTextGenerationPipeline).split() == ["the"] * 3  # what the tiny model does
+    assert answer(NoRepeatPipeline).split() == ["the", "and"]  # then eos
 
 
 @pytest.mark.slow

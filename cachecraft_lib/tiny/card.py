@@ -35,11 +35,13 @@ def make_press(name: str, ratio: float):
             "snapkv": lambda: SnapKVPress(ratio)}[name]()
 
 
-def predict(model: Any, tokenizer: Any, df: pd.DataFrame, press: Any = None, progress: bool = True) -> list[str]:
-    """Greedy answers through KVPress's ``KVPressTextGenerationPipeline`` (no chat template: bos + context)."""
+def predict(model: Any, tokenizer: Any, df: pd.DataFrame, press: Any = None, progress: bool = True,
+            pipeline: type | None = None) -> list[str]:
+    """Greedy answers through KVPress's ``KVPressTextGenerationPipeline`` (no chat template: bos + context),
+    or through a subclass of it (``pipeline``)."""
     from kvpress import KVPressTextGenerationPipeline
 
-    pipe = KVPressTextGenerationPipeline(model=model, tokenizer=tokenizer, device=model.device)
+    pipe = (pipeline or KVPressTextGenerationPipeline)(model=model, tokenizer=tokenizer, device=model.device)
     out = []
     for row in tqdm(list(df.itertuples()), desc="predict", disable=not progress, leave=False):
         result = pipe(row.context, question=row.question, answer_prefix=row.answer_prefix, press=press,
@@ -264,20 +266,22 @@ def _failure_lines(failures: dict[str, dict]) -> list[str]:
             "", _md(table), "", f"First miss per task at {longest} tokens:", "", *examples, ""]
 
 
+NO_REPEAT_COLUMNS = (("greedy", "greedy"), ("no_repeats", "no repeats"))  # no_repeat_recall's columns, card headers
+
+
 def _no_repeat_lines(records: list[dict]) -> list[str]:
     """The card's section on list answers decoded with repeats banned (``diagnose.no_repeat_recall``)."""
     if not records:
         return []
     df = pd.DataFrame(records)
-    table = df.pivot(index="task", columns="length", values=["greedy", "no_repeats"])
-    table.columns = [f"{length} {'greedy' if kind == 'greedy' else 'no repeats'}" for kind, length in table.columns]
-    table = table[sorted(table.columns, key=lambda c: (int(c.split()[0]), c))]
+    table = pd.DataFrame({f"{length} {name}": rows.set_index("task")[column]
+                          for length, rows in df.groupby("length") for column, name in NO_REPEAT_COLUMNS})
     return ["## If it could not repeat itself (a diagnostic, not a score)", "",
             f"The list tasks decoded greedily as the pipeline does, and again with every token that started an "
             f"earlier word of the answer banned from starting another ({int(df['samples'].iloc[0])} samples per "
             "task, card seed, no compression, `cachecraft_lib.tiny.diagnose`). Where banning lifts the score the "
             "model ranks the other items high but cannot tell which it has written; where it does not, it does "
-            "not find them:", "", _md(table.loc[df["task"].unique()]), ""]
+            "not find them:", "", _md(table), ""]
 
 
 def _history_lines(history: list[dict], current: dict) -> list[str]:

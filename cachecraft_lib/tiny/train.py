@@ -200,7 +200,7 @@ class SampleStream:
             qas += niah_extra_questions(context, question, rng, extra_questions)
         if task.startswith("qa") and dense_qa and extra_questions:
             qas += qa_extra_questions(context, question, prefix, rng, extra_questions)
-        if task in SHUFFLABLE_TASKS:
+        if set_orders and task in SHUFFLABLE_TASKS:
             qas += [(question, prefix, order) for order in other_orders(answers, set_orders, rng)]
         ctx_ids = render_ids(self.tokenizer, context, "", "")[0]
         ids, weights, blocks = list(ctx_ids), [0.0] * len(ctx_ids), [0] * len(ctx_ids)
