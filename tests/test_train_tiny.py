@@ -143,7 +143,7 @@ def test_every_sample_of_a_batch_gets_the_stage_flags():
     from cachecraft_lib.tiny.train import make_batch
 
     tokenizer = AutoTokenizer.from_pretrained(ASSET_TOKENIZER)
-    stage = Stage(10, ("fwe",), (768,), set_orders=2, ordered_sets=True)
+    stage = Stage(10, ("fwe",), (768,), set_orders=2, ordered_sets=True, unlikelihood=1.0)
     recipe = replace(Recipe(), steps=10, base_steps=10, stages=(stage,), batch_tokens=1024)
     batch = make_batch(SampleStream(tokenizer, recipe.seed), recipe, 0, tokenizer.pad_token_id)
     assert all(int(row.max()) == 3 for row in batch["blocks"])  # RULER's order and two others, in every row
@@ -152,7 +152,7 @@ def test_every_sample_of_a_batch_gets_the_stage_flags():
     real = stream.sample
     stream.sample = lambda *a, **kw: calls.append(kw) or real(*a, **kw)
     make_batch(stream, recipe, 0, tokenizer.pad_token_id)
-    assert calls and all(kw["ordered_sets"] and kw["set_orders"] == 2 for kw in calls)
+    assert calls and all(kw["ordered_sets"] and kw["set_orders"] == 2 and kw["repeats"] for kw in calls)
 
 
 @pytest.mark.slow
@@ -311,3 +311,72 @@ def test_the_fifth_and_sixth_cycles_continue_the_step_10800_run():
     for end in (10800, 11600, 12200):  # each cycle cools to ~0 at its end, the next re-warms
         assert 0 < _lr(now, end - 1) < 0.01 * now.refine_lr
     assert _lr(now, 11600 + now.refine_warmup) == pytest.approx(now.refine_lr)
+
+
+@pytest.mark.parametrize("task", ["niah_multivalue", "vt", "cwe", "fwe"])
+def test_repeat_tokens_name_the_token_where_writing_an_earlier_item_again_would_start(task):
+    from transformers import AutoTokenizer
+
+    from cachecraft_lib.tiny.render import answer_text
+    from cachecraft_lib.tiny.train import repeat_tokens
+
+    tokenizer = AutoTokenizer.from_pretrained(ASSET_TOKENIZER)
+    text, items = GENERATORS[task].build(60, random.Random(4), TaskState(1024, 9))
+    answer = answer_text(task, items)
+    ids = tokenizer.encode(answer, add_special_tokens=False)
+    avoid = repeat_tokens(tokenizer, answer, items)
+    assert avoid and all(ids[i] not in toks for i, toks in avoid.items())  # the true token is never avoided
+    for j in range(1, len(items)):  # write item j as a copy of item 0: it leaves the truth at an avoided token
+        copy = tokenizer.encode(answer_text(task, items[:j] + [items[0]] + items[j + 1:]), add_special_tokens=False)
+        d = next(i for i, (a, b) in enumerate(zip(ids, copy, strict=False)) if a != b)
+        assert copy[d] in avoid[d]
+    assert repeat_tokens(tokenizer, answer_text(task, items[:1]), items[:1]) == {}
+
+
+def test_rows_mark_repeats_inside_list_answers_only_and_keep_the_same_tokens():
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(ASSET_TOKENIZER)
+    stream = SampleStream(tokenizer, seed=1)
+    for task, lists in (("cwe", True), ("niah_multivalue", True), ("niah_single_1", False)):
+        plain = stream.sample(task, 1024, random.Random(5))
+        marked = stream.sample(task, 1024, random.Random(5), repeats=True)
+        assert marked.ids == plain.ids and plain.avoid == {}  # the data do not change, only what is avoided
+        assert bool(marked.avoid) == lists
+        assert all(marked.weights[i] == 1.0 and marked.ids[i] not in toks for i, toks in marked.avoid.items())
+
+
+def test_repeat_loss_is_the_unlikelihood_of_the_avoided_tokens_and_pushes_them_down():
+    import torch
+
+    from cachecraft_lib.tiny.train import repeat_loss
+
+    logits = torch.tensor([[[2.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0]]], requires_grad=True)
+    avoid = torch.tensor([[[0, 2], [-1, -1]]])
+    p = logits.detach()[0, 0].softmax(-1)
+    expected = -torch.log(1 - p[0]) - torch.log(1 - p[2])
+    loss = repeat_loss(logits, avoid)
+    assert loss.item() == pytest.approx(expected.item(), rel=1e-5)
+    loss.backward()
+    assert logits.grad[0, 1].abs().sum() == 0  # nothing to avoid there: untouched
+    stepped = (logits - 0.5 * logits.grad).detach()[0, 0].softmax(-1)
+    assert stepped[0] + stepped[2] < p[0] + p[2]  # a gradient step moves mass off the avoided tokens
+    assert repeat_loss(logits, torch.full((1, 2, 1), -1)).item() == 0.0
+
+
+def test_an_unlikelihood_stage_adds_the_loss_to_its_batches():
+    import torch
+    from transformers import AutoTokenizer
+
+    from cachecraft_lib.tiny.train import build_model, make_batch, weighted_loss
+
+    tokenizer = AutoTokenizer.from_pretrained(ASSET_TOKENIZER)
+    recipe = replace(_recipe(10), stages=(Stage(10, ("cwe", "fwe"), (768,), unlikelihood=2.0),))
+    batch = make_batch(SampleStream(tokenizer, recipe.seed), recipe, 0, tokenizer.pad_token_id)
+    assert (batch["avoid"][..., 0] >= 0).sum() > 0 and batch["unlikelihood"].item() == 2.0
+    plain = {k: v for k, v in batch.items() if k not in ("avoid", "unlikelihood")}
+    model = build_model(recipe, tokenizer)
+    with torch.no_grad():
+        assert weighted_loss(model, batch)[0] > weighted_loss(model, plain)[0]
+    off = replace(recipe, stages=(replace(recipe.stages[0], unlikelihood=0.0),))
+    assert "avoid" not in make_batch(SampleStream(tokenizer, recipe.seed), off, 0, tokenizer.pad_token_id)

@@ -218,6 +218,8 @@ def _stage_line(stage: dict) -> str:
         line += ", set answers (multivalue values, cwe words) in the order the context shows them"
     if stage.get("set_orders"):
         line += f", list answers (multivalue, vt, cwe, fwe) also asked in {stage['set_orders']} more orders"
+    if stage.get("unlikelihood"):
+        line += f", unlikelihood (weight {stage['unlikelihood']:g}) on tokens that would write a listed item again"
     return line
 
 

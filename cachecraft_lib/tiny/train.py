@@ -61,6 +61,10 @@ class Stage:
     already paid for, supervised at every item to pick one not yet written: even teacher-forced, the
     step-12,200 model starts a wrong item, typically one already written, at half (cwe) to most (fwe, vt)
     of the later item positions.
+    ``unlikelihood`` (a loss weight; 0 = off) adds, wherever an answer lists several items, the loss
+    ``-log(1 - p)`` on each token that would continue the item being written into one already written
+    (Welleck et al.'s unlikelihood training): the cross-entropy alone only says which item comes next,
+    never that the one just written is wrong, and the small model kept writing it again.
     """
 
     until: int
@@ -70,6 +74,7 @@ class Stage:
     dense_qa: bool = False
     ordered_sets: bool = False
     set_orders: int = 0
+    unlikelihood: float = 0.0
 
     def pick_task(self, tasks: list[str], rng: random.Random) -> str:
         if self.weights is None:
@@ -179,12 +184,14 @@ class SampleStream:
         return self._fit[key]
 
     def sample(self, task: str, length: int, rng: random.Random, extra_questions: int = 8,
-               dense_qa: bool = False, ordered_sets: bool = False, set_orders: int = 0) -> Row | None:
+               dense_qa: bool = False, ordered_sets: bool = False, set_orders: int = 0,
+               repeats: bool = False) -> Row | None:
         """One context with its RULER question and, for NIAH, extra questions about other needles.
 
         Each (question, answer) block sees the context and itself only (block mask, positions
         restarting after the context), which is exactly KVPress's multi-question rendering:
-        dense answer supervision without changing what the model sees at evaluation.
+        dense answer supervision without changing what the model sees at evaluation. ``repeats`` fills
+        ``Row.avoid`` (see ``repeat_tokens``) for every block whose answer lists several items.
         """
         n = self.haystack_size(task, length)
         if n is None:
@@ -205,23 +212,55 @@ class SampleStream:
         ctx_ids = render_ids(self.tokenizer, context, "", "")[0]
         ids, weights, blocks = list(ctx_ids), [0.0] * len(ctx_ids), [0] * len(ctx_ids)
         positions = list(range(len(ctx_ids)))
+        avoid: dict[int, tuple[int, ...]] = {}
         for b, (q_text, q_prefix, q_answers) in enumerate(qas, start=1):
-            _, q, a = render_ids(self.tokenizer, "", q_text, q_prefix, answer_text(task, q_answers))
+            text = answer_text(task, q_answers)
+            _, q, a = render_ids(self.tokenizer, "", q_text, q_prefix, text)
+            if repeats and len(q_answers) > 1:
+                start = len(ids) + len(q)
+                avoid |= {start + i: toks for i, toks in repeat_tokens(self.tokenizer, text, q_answers).items()}
             ids += q + a
             weights += [0.0] * len(q) + [1.0] * len(a)
             blocks += [b] * (len(q) + len(a))
             positions += list(range(len(ctx_ids), len(ctx_ids) + len(q) + len(a)))
-        return Row(ids, weights, blocks, positions)
+        return Row(ids, weights, blocks, positions, avoid)
 
 
 @dataclass
 class Row:
-    """One training sequence: ids, loss weights, block id (0 = context) and position id per token."""
+    """One training sequence: ids, loss weights, block id (0 = context) and position id per token;
+    ``avoid`` maps a token's index to the ids that would repeat an earlier answer item there."""
 
     ids: list[int]
     weights: list[float]
     blocks: list[int]
     positions: list[int]
+    avoid: dict[int, tuple[int, ...]] = field(default_factory=dict)
+
+
+def repeat_tokens(tokenizer: Any, answer: str, items: list[str]) -> dict[int, tuple[int, ...]]:
+    """Index in ``answer``'s tokens -> the ids that would turn the item being written there into a copy of
+    an earlier item: for each earlier item, the answer is tokenised again with that item written in place
+    of the current one, and the first token where the two differ is the one to avoid there. The true next
+    token is never among them."""
+    def encode(text: str) -> list[int]:  # as render_ids encodes an answer
+        return tokenizer.encode(text, add_special_tokens=False)
+
+    ids = encode(answer)
+    out: dict[int, set[int]] = {}
+    cursor, starts = 0, []
+    for item in items:
+        at = answer.find(item, cursor)
+        if at < 0:  # the answer does not show this item
+            continue
+        cursor = at + len(item)
+        for earlier in starts:
+            copy = encode(answer[:at] + earlier)
+            d = next((i for i, (a, b) in enumerate(zip(ids, copy, strict=False)) if a != b), None)
+            if d is not None:
+                out.setdefault(d, set()).add(copy[d])
+        starts.append(item)
+    return {i: tuple(sorted(v)) for i, v in sorted(out.items())}
 
 
 # tasks RULER scores by recall of a list of several answers, in any order (string_match_all): the answer
@@ -311,7 +350,8 @@ def make_batch(stream: SampleStream, recipe: Recipe, step: int, pad_id: int) -> 
     rows: list[Row] = []
     while sum(len(r.ids) for r in rows) < recipe.batch_tokens or not rows:
         rows.append(stream.sample(stage.pick_task(tasks, rng), length, rng, dense_qa=stage.dense_qa,
-                                  ordered_sets=stage.ordered_sets, set_orders=stage.set_orders))
+                                  ordered_sets=stage.ordered_sets, set_orders=stage.set_orders,
+                                  repeats=stage.unlikelihood > 0))
     width = max(len(r.ids) for r in rows)
     ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
     weights = torch.zeros((len(rows), width))
@@ -325,7 +365,21 @@ def make_batch(stream: SampleStream, recipe: Recipe, step: int, pad_id: int) -> 
         positions[i, :n] = torch.tensor(r.positions)
         positions[i, n:] = torch.arange(width - n) + (r.positions[-1] + 1)
         blocks[i, :n] = torch.tensor(r.blocks)
-    return {"input_ids": ids, "weights": weights, "position_ids": positions, "blocks": blocks}
+    batch = {"input_ids": ids, "weights": weights, "position_ids": positions, "blocks": blocks}
+    if stage.unlikelihood > 0:
+        batch["avoid"] = avoid_tensor(rows, width)
+        batch["unlikelihood"] = torch.tensor(stage.unlikelihood)
+    return batch
+
+
+def avoid_tensor(rows: list[Row], width: int) -> torch.Tensor:
+    """(rows, width, k) token ids each position should not predict (``Row.avoid``), padded with -1."""
+    k = max((len(v) for r in rows for v in r.avoid.values()), default=1)
+    out = torch.full((len(rows), width, k), -1, dtype=torch.long)
+    for i, r in enumerate(rows):
+        for pos, toks in r.avoid.items():
+            out[i, pos, :len(toks)] = torch.tensor(toks)
+    return out
 
 
 def block_causal_mask(blocks: torch.Tensor) -> torch.Tensor:
@@ -370,7 +424,8 @@ def step_batches(tokenizer: Any, recipe: Recipe, first: int, workers: int = 0,
 
 
 def weighted_loss(model, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, float]:
-    """Next-token cross-entropy weighted per target token; also the answer-token accuracy."""
+    """Next-token cross-entropy weighted per target token, plus the unlikelihood of repeated items when
+    the batch asks for it (``avoid``); also the answer-token accuracy."""
     ids, weights = batch["input_ids"], batch["weights"]
     logits = model(input_ids=ids, attention_mask=block_causal_mask(batch["blocks"]),
                    position_ids=batch["position_ids"]).logits[:, :-1].float()
@@ -379,9 +434,23 @@ def weighted_loss(model, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, 
     ce = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),
                                            reduction="none").view_as(targets)
     loss = (ce * w).sum() / w.sum().clamp_min(1e-8)
+    if "avoid" in batch:
+        loss = loss + batch["unlikelihood"] * repeat_loss(logits, batch["avoid"][:, 1:]) / w.sum().clamp_min(1e-8)
     answer = w == 1.0
     acc = ((logits.argmax(-1) == targets) & answer).sum().item() / max(answer.sum().item(), 1)
     return loss, acc
+
+
+def repeat_loss(logits: torch.Tensor, avoid: torch.Tensor) -> torch.Tensor:
+    """Sum over positions and avoided ids of ``-log(1 - p(id))`` (logits (rows, width, vocab), avoid
+    (rows, width, k) padded with -1): only the few positions that have something to avoid are softmaxed."""
+    where = avoid[..., 0] >= 0
+    if not where.any():
+        return logits.new_zeros(())
+    picked, ids = logits[where], avoid[where]
+    logp = picked.gather(-1, ids.clamp_min(0)) - picked.logsumexp(-1, keepdim=True)
+    ul = -torch.log1p(-logp.exp().clamp(max=1 - 1e-6))
+    return (ul * (ids >= 0)).sum()
 
 
 def train_step(model, optimizer, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, float]:
