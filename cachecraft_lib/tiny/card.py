@@ -281,9 +281,10 @@ def _no_repeat_lines(records: list[dict]) -> list[str]:
     return ["## If it could not repeat itself (a diagnostic, not a score)", "",
             f"The list tasks decoded greedily as the pipeline does, and again with every token that started an "
             f"earlier word of the answer banned from starting another ({int(df['samples'].iloc[0])} samples per "
-            "task, card seed, no compression, `cachecraft_lib.tiny.diagnose`). Where banning lifts the score the "
-            "model ranks the other items high but cannot tell which it has written; where it does not, it does "
-            "not find them:", "", _md(table), ""]
+            "task, card seed, no compression, `cachecraft_lib.tiny.diagnose`). Where banning lifts the score, "
+            "words not yet written come next in the model's ranking, though teacher-forced it seldom ranks the "
+            "right item first (cwe, fwe: the repository README, unlikelihood training); where banning does not "
+            "lift it, the items are not found:", "", _md(table), ""]
 
 
 def _history_lines(history: list[dict], current: dict) -> list[str]:

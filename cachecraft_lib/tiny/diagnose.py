@@ -3,9 +3,9 @@
 The tiny model answers vt, cwe and fwe by finding one item and writing it again ("kbvcpx kbvcpx kbvcpx").
 ``no_repeat_recall`` decodes the same prompts twice, greedily as KVPress's pipeline does and with every
 token that started an earlier word of the answer banned from starting another, and scores both with
-RULER's metric. A diagnostic, never a score: where banning lifts recall, the model ranks the other items
-high but has no way to tell which it has already written; where it does not (vt), the items themselves
-are not found.
+RULER's metric. A diagnostic, never a score: where banning lifts recall, words not yet written come next
+in the model's ranking (teacher-forced it still seldom ranks the right cwe or fwe item first, README);
+where it does not (vt), the items themselves are not found.
 """
 
 from __future__ import annotations
