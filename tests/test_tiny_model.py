@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -78,7 +79,6 @@ def test_rebuilt_card_keeps_the_earlier_measurement_as_history(tmp_path):
 def test_shipped_weights_are_the_current_recipe_finished():
     """A fresh clone's `train-tiny` must find the shipped run complete under the recipe in the code, not
     refuse it as another recipe's (which would happen if the recipe changed without retraining)."""
-    from pathlib import Path
 
     from cachecraft_lib.tiny.train import Recipe, _resumable
 
@@ -144,7 +144,6 @@ def test_card_rechecks_the_model_on_a_held_out_seed(tiny, tmp_path):
 
 
 def test_shipped_model_fits_its_size_budget():
-    from pathlib import Path
 
     from cachecraft_lib.tiny.train import SHIPPED_BUDGET_MB
 
@@ -230,3 +229,19 @@ def test_the_shipped_model_knows_more_of_a_list_than_it_writes(tiny):
     assert row["no_repeats"] >= row["greedy"] + 10, table
     df = generate(1024, tok, samples_per_task=2, seed=EVAL_SEED, tasks=["cwe"])
     assert score(df.assign(predicted_answer=predict(model, tok, df, progress=False)))["cwe"] == pytest.approx(row["greedy"])
+
+
+def test_shipped_card_is_what_the_card_code_writes_from_its_measurements(tmp_path):
+    """The card's prose and tables live in ``card.py``; the shipped README.md must be what that code writes
+    from the shipped quality.json, so an edit to either cannot leave them telling different stories."""
+    import shutil
+
+    from cachecraft_lib.tiny.card import write_card
+
+    folder = tmp_path / "model"
+    shutil.copytree(resolve("tiny"), folder)
+    quality = json.loads((folder / "quality.json").read_text())
+    results = {k: quality[k] for k in ("seed", "samples_per_task", "scores", "failures", "no_repeats")}
+    card = write_card(folder, results, quality["smoke_check"]["scores"], quality["measured_in_s"], quality["heldout"])
+    assert card.read_text() == (Path(resolve("tiny")) / "README.md").read_text()
+    assert json.loads((folder / "quality.json").read_text()) == quality
