@@ -79,7 +79,6 @@ def test_rebuilt_card_keeps_the_earlier_measurement_as_history(tmp_path):
 def test_shipped_weights_are_the_current_recipe_finished():
     """A fresh clone's `train-tiny` must find the shipped run complete under the recipe in the code, not
     refuse it as another recipe's (which would happen if the recipe changed without retraining)."""
-
     from cachecraft_lib.tiny.train import Recipe, _resumable
 
     state = json.loads((Path(resolve("tiny")) / "trainer_state.json").read_text())
@@ -144,7 +143,6 @@ def test_card_rechecks_the_model_on_a_held_out_seed(tiny, tmp_path):
 
 
 def test_shipped_model_fits_its_size_budget():
-
     from cachecraft_lib.tiny.train import SHIPPED_BUDGET_MB
 
     folder = Path(resolve("tiny"))

@@ -214,11 +214,11 @@ class SampleStream:
         positions = list(range(len(ctx_ids)))
         avoid: dict[int, tuple[int, ...]] = {}
         for b, (q_text, q_prefix, q_answers) in enumerate(qas, start=1):
-            text = answer_text(task, q_answers)
-            _, q, a = render_ids(self.tokenizer, "", q_text, q_prefix, text)
+            answer = answer_text(task, q_answers)  # not ``text``: that is the row the context came from
+            _, q, a = render_ids(self.tokenizer, "", q_text, q_prefix, answer)
             if repeats and len(q_answers) > 1:
                 start = len(ids) + len(q)
-                avoid |= {start + i: toks for i, toks in repeat_tokens(self.tokenizer, text, q_answers).items()}
+                avoid |= {start + i: toks for i, toks in repeat_tokens(self.tokenizer, answer, q_answers).items()}
             ids += q + a
             weights += [0.0] * len(q) + [1.0] * len(a)
             blocks += [b] * (len(q) + len(a))
@@ -433,9 +433,10 @@ def weighted_loss(model, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, 
     w = weights[:, 1:]
     ce = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),
                                            reduction="none").view_as(targets)
-    loss = (ce * w).sum() / w.sum().clamp_min(1e-8)
-    if "avoid" in batch:
-        loss = loss + batch["unlikelihood"] * repeat_loss(logits, batch["avoid"][:, 1:]) / w.sum().clamp_min(1e-8)
+    total = w.sum().clamp_min(1e-8)
+    loss = (ce * w).sum() / total
+    if "avoid" in batch:  # per target token, like the cross-entropy
+        loss = loss + batch["unlikelihood"] * repeat_loss(logits, batch["avoid"][:, 1:]) / total
     answer = w == 1.0
     acc = ((logits.argmax(-1) == targets) & answer).sum().item() / max(answer.sum().item(), 1)
     return loss, acc
