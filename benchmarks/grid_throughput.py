@@ -14,7 +14,7 @@ import argparse
 import tempfile
 import time
 
-from cachecraft_lib.evaluate import Cell, run_grid
+from cachecraft_lib.grid import Cell, run_grid
 from cachecraft_lib.models import load_model
 from cachecraft_lib.pipeline import Answerer
 from cachecraft_lib.profiles import get_profile

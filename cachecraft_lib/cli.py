@@ -98,7 +98,7 @@ def _cmd_tiny_card(args: argparse.Namespace) -> int:
 
 
 def _cmd_grid(args: argparse.Namespace) -> int:
-    from .evaluate import grid_cells, parse_shard, run_grid, select_shard
+    from .grid import grid_cells, parse_shard, run_grid, select_shard
     from .paths import DATA
     from .profiles import get_profile
 

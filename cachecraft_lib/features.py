@@ -171,7 +171,7 @@ def build_context(attn: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, 
 
 def layer_contexts(layers: Iterable[tuple], compression_ratio: float, n_queries: int = 64, window: int = 32,
                    chunk_length: int = 20) -> list[tuple[torch.Tensor, FeatureContext]]:
-    """Tail attention and feature context of every layer captured by ``evaluate.SharedPrefill``
+    """Tail attention and feature context of every layer captured by ``prefill.SharedPrefill``
     (``(module, hidden, keys, values, kwargs)`` tuples): the one place a prefill becomes what a policy sees."""
     out = []
     with torch.no_grad():

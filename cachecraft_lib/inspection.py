@@ -13,7 +13,7 @@ import pandas as pd
 import torch
 
 from . import frc
-from .evaluate import SharedPrefill
+from .prefill import SharedPrefill
 from .features import FEATURES, FeatureContext, layer_contexts
 from .policy import SelectionError, validate_selection
 

@@ -24,7 +24,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .atomic import atomic_write_text
-from .evaluate import SharedPrefill
+from .prefill import SharedPrefill
 from .presses import make_press
 
 # Llama-3.1-8B's architecture (config.json of meta-llama/Llama-3.1-8B-Instruct)

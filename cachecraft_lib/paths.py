@@ -15,3 +15,8 @@ RUNS = Path(os.environ.get("CACHECRAFT_RUNS_DIR", REPO / "runs"))
 def figures_dir() -> Path:
     """Figures and tables go here: ``$CACHECRAFT_FIGURES_DIR`` if set (the runner sets it), else ``figures/``."""
     return Path(os.environ.get("CACHECRAFT_FIGURES_DIR", REPO / "figures"))
+
+
+def results_dir(kind: str, name: str) -> Path:
+    """The default folder of one kind of generated result: ``data/results/<kind>/<name>`` (grid, latency, ...)."""
+    return DATA / "results" / kind / name

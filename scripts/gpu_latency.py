@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from cachecraft_lib.evaluate import SharedPrefill
+from cachecraft_lib.prefill import SharedPrefill
 from cachecraft_lib.latency import compare_scoring, eight_b_shaped_llama, measure
 from cachecraft_lib.presses import make_press
 

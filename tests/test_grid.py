@@ -1,4 +1,4 @@
-"""The grid engine: complete result files, recomputable scores, resume, corruption, shards, shared prefill."""
+"""The grid runner: complete result files, recomputable scores, resume mid-batch, corruption, shards."""
 
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ import json
 import pandas as pd
 import pytest
 
-from cachecraft_lib import evaluate
-from cachecraft_lib.evaluate import Cell, CellStore, grid_cells, parse_shard, run_grid, select_shard
+from cachecraft_lib.grid import Cell, CellStore, grid_cells, parse_shard, run_grid, runner, select_shard
 from cachecraft_lib.profiles import EMBEDDED_MODEL, get_profile
 from cachecraft_lib.ruler import score
 
@@ -43,29 +42,30 @@ def test_grid_writes_complete_recomputable_results(tmp_path):
 
 
 @pytest.mark.slow
-def test_resume_after_interruption_recomputes_nothing_finished(tmp_path, monkeypatch):
-    calls = {"n": 0}
-    real = evaluate._answer_shared
+def test_resume_after_interruption_mid_batch_recomputes_nothing_finished(tmp_path, monkeypatch):
+    calls = {"n": 0, "rows": 0}
+    real = runner.decode_rows
 
-    def flaky(*args, **kwargs):
+    def flaky(model, tokenizer, rows, *args, **kwargs):
         calls["n"] += 1
-        if calls["n"] == 7:  # killed in the middle of the grid
+        if calls["n"] == 3:  # killed while decoding the third sample's batch
             raise KeyboardInterrupt
-        return real(*args, **kwargs)
+        calls["rows"] += len(rows)
+        return real(model, tokenizer, rows, *args, **kwargs)
 
-    monkeypatch.setattr(evaluate, "_answer_shared", flaky)
+    monkeypatch.setattr(runner, "decode_rows", flaky)
     with pytest.raises(KeyboardInterrupt):
         run_grid(_cells(), tmp_path, progress=False)
-    assert calls["n"] == 7  # 6 answers were computed and kept in partial files
+    assert calls["rows"] == 2 * 3  # two samples x three cells were answered and kept in partial files
 
-    calls["n"] = -10**6  # no more interruptions; count the work the resume does
+    calls.update(n=-10**6, rows=0)  # no more interruptions; count the work the resume does
     run_grid(_cells(), tmp_path, progress=False)
-    assert calls["n"] + 10**6 == 3 * 4 - 6  # only the 6 missing answers
+    assert calls["rows"] == 3 * 4 - 6  # only the missing answers: the batch in flight and the last sample
 
     mtimes = {c.key: (tmp_path / c.key / "result.json").stat().st_mtime_ns for c in _cells()}
-    calls["n"] = -10**6
+    calls.update(n=-10**6, rows=0)
     run_grid(_cells(), tmp_path, progress=False)
-    assert calls["n"] == -10**6  # a finished grid recomputes nothing
+    assert calls["rows"] == 0  # a finished grid recomputes nothing
     assert mtimes == {c.key: (tmp_path / c.key / "result.json").stat().st_mtime_ns for c in _cells()}
 
 
@@ -108,8 +108,9 @@ def test_paper_grid_shape():
 @pytest.mark.slow
 @pytest.mark.parametrize("method", ["no_press", "frc", "chunkkv", "adasnapkv", "pyramidkv", "v1_tokenwise"])
 def test_shared_prefill_gives_the_pipeline_answers(tiny_model, tiny_rows, method):
-    from cachecraft_lib.evaluate import SharedPrefill, _answer_shared
+    from cachecraft_lib.grid import answer_one
     from cachecraft_lib.pipeline import Answerer
+    from cachecraft_lib.prefill import SharedPrefill
 
     model, tok = tiny_model
     answerer = Answerer(model, tok)
@@ -117,6 +118,6 @@ def test_shared_prefill_gives_the_pipeline_answers(tiny_model, tiny_rows, method
     for row in tiny_rows.iloc[:2].itertuples():
         ids = answerer.pipe(False).preprocess(row.context, [row.question], row.answer_prefix, max_context_length=10**9)
         shared = SharedPrefill(model, ids["context_ids"])
-        a = _answer_shared(answerer, shared, cell, ids["questions_ids"][0], 8)
+        a = answer_one(answerer, shared, cell, ids["questions_ids"][0], 8)
         b = answerer.answer(method, 0.75, row.context, row.question, row.answer_prefix, 8)
         assert a == b, (method, row.task)

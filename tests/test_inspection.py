@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from cachecraft_lib import ruler
-from cachecraft_lib.evaluate import SharedPrefill
+from cachecraft_lib.prefill import SharedPrefill
 from cachecraft_lib.inspection import context_ids, scorer_kept_by_layer, scorer_needle_kept
 from cachecraft_lib.models import load_model
 

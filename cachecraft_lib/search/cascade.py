@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from ..evaluate import SharedPrefill
+from ..prefill import SharedPrefill
 from ..features import layer_contexts
 from ..models import load_model
 from ..pipeline import TokenwiseQuestionPipeline

@@ -1,0 +1,299 @@
+"""Batched greedy decoding of many compressed caches at once: every cell of a sample in one batch.
+
+Why: after one shared prefill, answering is what costs. KVPress's pipeline decodes one cache at a time, one
+forward per token; a grid sample has up to 31 caches (method x ratio) of the same context, so this module
+decodes them together. Each row keeps exactly what its press kept:
+
+- caches of different lengths, and of different lengths per layer (PyramidKV, a short last chunk kept in some
+  layers only), are zero-padded per layer and masked by a per-layer attention mask (a pre-hook on every
+  attention module swaps in that layer's mask, so no single layer-0 mask is forced on all layers);
+- head-wise presses (AdaKV, ExpectedAttention) leave KVPress's fake-key indices ``(batch, head, seq)`` on the
+  attention modules; here they become an exact per-head mask of the row instead of fake keys, so the question
+  can be fed in one batched forward (KVPress's fake-key search fails for many queries at once on a small model);
+- positions continue from each row's own start (the original context length, as KVPress's pipeline does, or
+  the compressed length for presses that re-rotate keys), the question is fed as one batched forward (rows of
+  different question lengths right-padded and masked), and each row stops at its own eos or
+  ``max_new_tokens`` with KVPress's rule (the first token is never checked for eos).
+
+The attention mask needs sdpa or eager attention (flash attention takes no 4D mask): the grid falls back to
+decoding cell by cell there. ``tokenwise_question=True`` feeds the question one token at a time instead (for
+checking that both feeds agree).
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+
+@dataclass
+class CacheRow:
+    """One compressed cache to answer from: per-layer keys/values (1, H_kv, L_l, D), optional head masks."""
+
+    keys: list[torch.Tensor]
+    values: list[torch.Tensor]
+    masked: list[torch.Tensor | None]  # per layer (H_kv, L_l) bool, True = evicted by a head-wise press
+    question_ids: torch.Tensor  # (1, n)
+    start: int  # position id of the first question token
+    max_new_tokens: int
+
+    @classmethod
+    def from_cache(cls, model: Any, cache: Any, question_ids: torch.Tensor, start: int,
+                   max_new_tokens: int) -> CacheRow:
+        """Take a DynamicCache and the head masks a press left on the attention modules (which are cleared)."""
+        keys, values, masked = [], [], []
+        for layer, attn in zip(cache.layers, attention_modules(model), strict=True):
+            keys.append(layer.keys)
+            values.append(layer.values)
+            masked.append(_head_mask(attn, layer.keys))
+            attn.masked_key_indices = None
+        return cls(keys, values, masked, question_ids.reshape(1, -1), int(start), int(max_new_tokens))
+
+    def nbytes(self) -> int:
+        return sum(k.numel() * k.element_size() * 2 for k in self.keys)
+
+
+def attention_modules(model: Any) -> list[Any]:
+    return [layer.self_attn for layer in model.model.layers]
+
+
+def _head_mask(module: Any, keys: torch.Tensor) -> torch.Tensor | None:
+    """KVPress's ``masked_key_indices`` of batch row 0 as an (H_kv, L) bool mask, or None."""
+    indices = getattr(module, "masked_key_indices", None)
+    if indices is None:
+        return None
+    batch, head, seq = indices
+    mask = torch.zeros(keys.shape[1], keys.shape[2], dtype=torch.bool, device=keys.device)
+    mask[head[batch == 0], seq[batch == 0]] = True
+    return mask
+
+
+def _set_mask(mask: torch.Tensor):
+    """A forward pre-hook that gives one attention layer its own mask."""
+    def hook(module, args, kwargs):
+        kwargs["attention_mask"] = mask
+        return args, kwargs
+    return hook
+
+
+def _grouped_sdpa(module: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                  attention_mask: torch.Tensor | None, dropout: float = 0.0, scaling: float | None = None,
+                  **kwargs: Any) -> tuple[torch.Tensor, None]:
+    """sdpa with the query heads of each KV group stacked as extra queries, so keys are never repeated per
+    group (transformers' sdpa copies the whole cache per group whenever a mask is given)."""
+    b, heads, q, d = query.shape
+    kv = key.shape[1]
+    stacked = query.reshape(b, kv, (heads // kv) * q, d)
+    out = torch.nn.functional.scaled_dot_product_attention(stacked, key, value, attn_mask=attention_mask,
+                                                           dropout_p=dropout, scale=scaling)
+    return out.reshape(b, heads, q, d).transpose(1, 2).contiguous(), None
+
+
+_GROUPED = "cachecraft_grouped_sdpa"
+
+
+@contextmanager
+def grouped_attention(model: Any):
+    """Run the model's attention through ``_grouped_sdpa`` for the duration (sdpa or eager models only)."""
+    from transformers import AttentionInterface
+
+    AttentionInterface.register(_GROUPED, _grouped_sdpa)
+    before = model.config._attn_implementation
+    if before not in ("sdpa", "eager", _GROUPED):
+        raise ValueError(f"batched decoding needs sdpa or eager attention, the model uses {before!r}")
+    model.config._attn_implementation = _GROUPED
+    try:
+        yield
+    finally:
+        model.config._attn_implementation = before
+
+
+def stop_ids(model: Any) -> set[int]:
+    stop = model.generation_config.eos_token_id
+    return set(stop if isinstance(stop, list) else [stop]) - {None}
+
+
+def default_batch_size(rows: list[CacheRow], device: torch.device) -> int:
+    """How many rows to decode together: on CUDA what a third of the free memory holds (the padded cache
+    of the largest row, twice for the attention mask and activations); on CPU every row."""
+    if device.type != "cuda" or not rows:
+        return max(1, len(rows))
+    free, _ = torch.cuda.mem_get_info(device)
+    per_row = 2 * max(r.nbytes() for r in rows)
+    return max(1, min(len(rows), int(free / 3 // per_row)))
+
+
+def decode_rows(model: Any, tokenizer: Any, rows: list[CacheRow], batch_size: int | None = None,
+                tokenwise_question: bool = False) -> list[str]:
+    """The greedy answer of every row, decoded ``batch_size`` rows at a time (rows sorted by cache size)."""
+    if not rows:
+        return []
+    size = batch_size or default_batch_size(rows, model.device)
+    order = sorted(range(len(rows)), key=lambda i: rows[i].nbytes())
+    answers: list[str] = [""] * len(rows)
+    for begin in range(0, len(order), size):
+        chunk = order[begin:begin + size]
+        for i, text in zip(chunk, _BatchDecoder(model, [rows[i] for i in chunk]).run(tokenizer, tokenwise_question),
+                           strict=True):
+            answers[i] = text
+    return answers
+
+
+class _Preallocated:
+    """A cache layer with room for the whole answer: writes in place instead of growing by concatenation
+    (which copies the batch's cache at every token), and returns the full buffer; the mask hides what is unused."""
+
+    is_sliding = False
+    is_compileable = False
+
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor, filled: int) -> None:
+        self.keys, self.values, self.length = keys, values, filled
+        self.is_initialized = True
+        self.dtype, self.device = keys.dtype, keys.device
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, cache_kwargs: Any = None):
+        q = key_states.shape[2]
+        self.keys[:, :, self.length:self.length + q] = key_states
+        self.values[:, :, self.length:self.length + q] = value_states
+        self.length += q
+        return self.keys, self.values
+
+    def get_seq_length(self) -> int:
+        return self.length
+
+    def get_mask_sizes(self, cache_position: torch.Tensor) -> tuple[int, int]:
+        return self.keys.shape[2], 0
+
+    def get_max_cache_shape(self) -> int:
+        return self.keys.shape[2]
+
+
+class _BatchDecoder:
+    """One batch: the padded, preallocated cache, an additive mask per layer of what each row may see, and
+    the greedy loop. Attention runs through ``grouped_attention`` (no copy of the cache per KV group)."""
+
+    def __init__(self, model: Any, rows: list[CacheRow]) -> None:
+        from transformers import Cache
+
+        self.model, self.rows = model, rows
+        self.device = model.device
+        self.groups = model.config.num_attention_heads // model.config.num_key_value_heads
+        self.width = max(k.shape[2] for r in rows for k in r.keys)  # every layer padded to the widest
+        capacity = self.width + max(r.question_ids.shape[1] for r in rows) + max(r.max_new_tokens for r in rows)
+        per_head = any(m is not None for r in rows for m in r.masked)
+        layers, self.bias = [], []  # bias: per layer (B, H_kv or 1, capacity), 0 where a row may attend, else min
+        for layer in range(len(rows[0].keys)):
+            ref = rows[0].keys[layer]
+            shape = (len(rows), ref.shape[1], capacity, ref.shape[3])
+            keys = torch.zeros(shape, dtype=ref.dtype, device=self.device)
+            values = torch.zeros(shape, dtype=ref.dtype, device=self.device)
+            valid = torch.zeros(len(rows), ref.shape[1] if per_head else 1, capacity, dtype=torch.bool,
+                                device=self.device)
+            for b, r in enumerate(rows):
+                n = r.keys[layer].shape[2]
+                keys[b, :, :n] = r.keys[layer][0]
+                values[b, :, :n] = r.values[layer][0]
+                valid[b, :, :n] = True
+                if r.masked[layer] is not None:
+                    valid[b, :, :n] &= ~r.masked[layer].to(self.device)
+            layers.append(_Preallocated(keys, values, self.width))
+            self.bias.append(self._additive(valid, ref.dtype))
+        self.cache = Cache(layers=layers)
+        self.offset = self.width
+
+    @staticmethod
+    def _additive(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill_(~allowed,
+                                                                                           torch.finfo(dtype).min)
+
+    # ------------------------------------------------------------------------------ one forward pass
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
+        """Feed (B, q) tokens at ``positions``; ``real`` (B, q) marks padding. Returns hidden states (B, q, d)."""
+        q = input_ids.shape[1]
+        fill = self._additive(real, self.bias[0].dtype)[:, None, :]
+        for bias in self.bias:
+            bias[:, :, self.offset:self.offset + q] = fill
+        masks = [self._layer_mask(bias, q) for bias in self.bias]
+        hooks = [attn.register_forward_pre_hook(_set_mask(mask), with_kwargs=True)
+                 for mask, attn in zip(masks, attention_modules(self.model), strict=True)]
+        try:
+            with grouped_attention(self.model):
+                out = self.model.model(input_ids=input_ids, position_ids=positions, past_key_values=self.cache,
+                                       cache_position=self.offset + torch.arange(q, device=self.device),
+                                       use_cache=True)
+        finally:
+            for hook in hooks:
+                hook.remove()
+        self.offset += q
+        return out.last_hidden_state
+
+    def _layer_mask(self, bias: torch.Tensor, q: int) -> torch.Tensor:
+        """(B, H_kv or 1, groups * q, capacity) for ``grouped_attention``: a slot is seen when the row may see
+        it and it is not later than the query. One new token needs no causal part (later slots are not filled)."""
+        if q == 1:
+            return bias[:, :, None, :]
+        rank = torch.arange(bias.shape[2], device=self.device)
+        later = rank[None, :] > (self.offset + torch.arange(q, device=self.device))[:, None]  # (q, capacity)
+        mask = bias[:, :, None, :].masked_fill(later[None, None], torch.finfo(bias.dtype).min)
+        b, m = mask.shape[:2]
+        return mask[:, :, None].expand(b, m, self.groups, q, mask.shape[-1]).reshape(b, m, self.groups * q, -1)
+
+    # ------------------------------------------------------------------------------------ the loop
+    def run(self, tokenizer: Any, tokenwise_question: bool) -> list[str]:
+        with torch.no_grad():
+            first = self._question(tokenwise_question)
+            return self._generate(tokenizer, first)
+
+    def _question(self, tokenwise: bool) -> torch.Tensor:
+        """Feed every row's question; the first greedy token of each row (B,)."""
+        lengths = [r.question_ids.shape[1] for r in self.rows]
+        width = max(lengths)
+        pad = self._pad_id()
+        ids = torch.full((len(self.rows), width), pad, dtype=torch.long, device=self.device)
+        for b, r in enumerate(self.rows):
+            ids[b, :lengths[b]] = r.question_ids[0].to(self.device)
+        starts = torch.tensor([r.start for r in self.rows], device=self.device)
+        positions = starts[:, None] + torch.arange(width, device=self.device)[None]
+        real = torch.arange(width, device=self.device)[None] < torch.tensor(lengths, device=self.device)[:, None]
+        if tokenwise:
+            hidden = torch.cat([self.forward(ids[:, j:j + 1], positions[:, j:j + 1], real[:, j:j + 1])
+                                for j in range(width)], dim=1)
+        else:
+            hidden = self.forward(ids, positions, real)
+        last = hidden[torch.arange(len(self.rows)), torch.tensor(lengths, device=self.device) - 1]
+        self.next_position = starts + torch.tensor(lengths, device=self.device)
+        return self._logits(last).argmax(-1)
+
+    def _generate(self, tokenizer: Any, first: torch.Tensor) -> list[str]:
+        stop = stop_ids(self.model)
+        generated = [[int(t)] for t in first.tolist()]
+        budget = [r.max_new_tokens for r in self.rows]
+        active = [budget[b] > 1 for b in range(len(self.rows))]
+        step = 0
+        while any(active):
+            tokens = torch.tensor([[g[-1]] for g in generated], device=self.device)
+            positions = (self.next_position + step)[:, None]
+            real = torch.ones(len(self.rows), 1, dtype=torch.bool, device=self.device)
+            hidden = self.forward(tokens, positions, real)
+            new = self._logits(hidden[:, -1]).argmax(-1).tolist()
+            step += 1
+            for b, token in enumerate(new):
+                if not active[b]:
+                    continue
+                generated[b].append(int(token))
+                if int(token) in stop or len(generated[b]) >= budget[b]:
+                    active[b] = False
+        return [str(tokenizer.decode(g, skip_special_tokens=True)) for g in generated]
+
+    def _logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.model.get_output_embeddings()(hidden)
+
+    def _pad_id(self) -> int:
+        pad = self.model.config.pad_token_id
+        if pad is None:
+            pad = next(iter(stop_ids(self.model)), 0)
+        return int(pad)
+

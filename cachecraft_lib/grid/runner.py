@@ -1,0 +1,226 @@
+"""The grid runner: for each sample, one shared prefill, every cell's compressed cache, one batched decode.
+
+How a cell is computed: prefill the context under the method's press, answer greedily with the row's
+``max_new_tokens``, score with RULER's metrics, exactly as KVPress's pipeline would. What is shared:
+
+- single-pass presses compress inside a hook after each layer's full prefill, so one ``SharedPrefill`` per
+  sample serves every method and ratio (``cache_for(press)`` replays only the compression);
+- presses that change the prefill itself (Finch reads the question after a delimiter inside the context;
+  any multi-pass press) prefill on their own, under their own hook (``own_prefill_row``);
+- then every cell's cache of the sample is decoded together (``decode.decode_rows``), ``batch_size`` rows
+  at a time. ``decode="serial"`` decodes cell by cell through KVPress's pipeline instead (the path for
+  flash attention, which takes no 4D mask, and the reference the batched path is checked against).
+
+Results go through ``CellStore``: after each sample every cell's answer is appended to its
+``partial.jsonl``, so an interruption loses at most the batch in flight, and a re-run skips what is done.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from ..models import load_model
+from ..pipeline import Answerer
+from ..prefill import SharedPrefill
+from ..presses import REGISTRY, make_press
+from ..ruler import load
+from .cells import Cell
+from .decode import CacheRow, decode_rows
+from .store import CellStore, dataset_fingerprint, fingerprint, load_results
+
+log = logging.getLogger(__name__)
+DECODE_MODES = ("batched", "serial")
+
+
+@dataclass
+class _Job:
+    cell: Cell
+    fp: str
+    done: dict[int, dict]
+    store: CellStore
+
+    @property
+    def own_prefill(self) -> bool:
+        return REGISTRY[self.cell.method].needs_query_aware
+
+
+def run_grid(cells: list[Cell], out_dir: str | Path, progress: bool = True, device: str | None = None,
+             dtype: str = "auto", batch_size: int | None = None, decode: str = "batched") -> pd.DataFrame:
+    """Compute every unfinished cell, write its result files; returns the summary (``load_results``).
+
+    ``batch_size`` caps the rows decoded together (default: all of a sample's cells on CPU, what fits in a
+    third of the free memory on CUDA); ``decode="serial"`` decodes one cell at a time.
+    """
+    if decode not in DECODE_MODES:
+        raise ValueError(f"decode must be one of {DECODE_MODES}, got {decode!r}")
+    if batch_size is not None and batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    store = CellStore(out_dir)
+    groups: dict[tuple, list[Cell]] = defaultdict(list)
+    for cell in cells:
+        groups[cell.group].append(cell)
+    loaded: dict[str, tuple] = {}
+    outer = tqdm(total=len(cells), desc="grid cells", disable=not progress)
+    try:
+        for (model_name, length, query_aware, samples, seed, source, tasks, max_new), members in groups.items():
+            if model_name not in loaded:
+                loaded.clear()
+                loaded[model_name] = load_model(model_name, device=device, dtype=dtype)
+            model, tokenizer = loaded[model_name]
+            df = load(length, tokenizer, source=source, samples_per_task=samples, seed=seed, tasks=tasks)
+            if max_new is not None:
+                df = df.assign(max_new_tokens=max_new)
+            dataset = {"source": df.attrs.get("source"), "substitutes": df.attrs.get("substitutes", {}),
+                       "fingerprint": dataset_fingerprint(df), "rows": len(df)}
+            jobs = _pending(members, store, dataset["fingerprint"], outer)
+            if jobs:
+                mode = decode if _supports_masks(model) else "serial"
+                runner = _GroupRunner(model, tokenizer, query_aware, mode, batch_size)
+                runner.run(jobs, df, length, progress)
+                for job in jobs:
+                    store.finish(job.cell, job.fp, df, job.done, dataset, runner.timings(job))
+                    outer.update(1)
+    except KeyboardInterrupt:
+        outer.close()
+        print("interrupted: finished cells are saved and partial answers kept; run the same command to resume")
+        raise
+    outer.close()
+    return load_results(out_dir, cells)
+
+
+def _pending(members: list[Cell], store: CellStore, dataset_fp: str, outer: tqdm) -> list[_Job]:
+    """The cells of a group that are not done, each with the answers it already has."""
+    jobs = []
+    for cell in members:
+        fp = fingerprint(cell, dataset_fp)
+        state = store.status(cell, fp)
+        if state == "done":
+            outer.update(1)
+            continue
+        if state in ("corrupt", "stale"):
+            log.warning("cell %s: result file is %s; recomputing", cell.key, state)
+        jobs.append(_Job(cell, fp, store.partial(cell, fp), store))
+    return jobs
+
+
+def _supports_masks(model: Any) -> bool:
+    attn = model.config._attn_implementation
+    if attn in ("sdpa", "eager"):
+        return True
+    log.warning("attention %r takes no 4D mask: decoding cell by cell instead of batched", attn)
+    return False
+
+
+class _GroupRunner:
+    """Answers every pending (cell, sample) of one (model, length) group and keeps per-cell timings."""
+
+    def __init__(self, model: Any, tokenizer: Any, query_aware: bool, mode: str, batch_size: int | None) -> None:
+        self.model, self.tokenizer = model, tokenizer
+        self.answerer = Answerer(model, tokenizer)
+        self.query_aware, self.mode, self.batch_size = query_aware, mode, batch_size
+        self.prefill_s: dict[str, float] = defaultdict(float)
+
+    def run(self, jobs: list[_Job], df: pd.DataFrame, length: int, progress: bool) -> None:
+        todo = [i for i in range(len(df)) if any(i not in job.done for job in jobs)]
+        for i in tqdm(todo, desc=f"{length} tokens: samples", disable=not progress, leave=False):
+            pending = [job for job in jobs if i not in job.done]
+            answers = self.answer_sample(pending, df.iloc[i])
+            for job, (answer, seconds) in zip(pending, answers, strict=True):
+                record = {"index": i, "predicted_answer": answer, "seconds": round(seconds, 4)}
+                job.store.append(job.cell, job.fp, record)
+                job.done[i] = record
+
+    def answer_sample(self, jobs: list[_Job], row: Any) -> list[tuple[str, float]]:
+        """(answer, seconds) for each job on one RULER row."""
+        shared, question_ids = self._shared(jobs, row)
+        if self.mode == "serial":
+            return [self._serial(job, row, shared, question_ids) for job in jobs]
+        rows, seconds = [], []
+        for job in jobs:
+            start = time.perf_counter()
+            if job.own_prefill:
+                rows.append(own_prefill_row(self.answerer, job.cell, row))
+            else:
+                cache = shared.cache_for(make_press(job.cell.method, job.cell.ratio))
+                rows.append(CacheRow.from_cache(self.model, cache, question_ids, shared.context_length,
+                                                int(row.max_new_tokens)))
+            seconds.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        answers = decode_rows(self.model, self.tokenizer, rows, self.batch_size)
+        share = (time.perf_counter() - start) / len(rows)
+        return [(a, s + share) for a, s in zip(answers, seconds, strict=True)]
+
+    def _shared(self, jobs: list[_Job], row: Any) -> tuple[SharedPrefill | None, torch.Tensor | None]:
+        """The sample's shared prefill (if any job uses it) and its question ids; prefill time split per user."""
+        users = [job for job in jobs if not job.own_prefill]
+        if not users:
+            return None, None
+        context, question = (row.context + row.question, "") if self.query_aware else (row.context, row.question)
+        ids = self.answerer.pipe(False).preprocess(context, [question], row.answer_prefix, max_context_length=10**9)
+        shared = SharedPrefill(self.model, ids["context_ids"])
+        for job in users:
+            self.prefill_s[job.cell.key] += shared.seconds / len(users)
+        return shared, ids["questions_ids"][0].to(self.model.device)
+
+    def _serial(self, job: _Job, row: Any, shared: SharedPrefill | None,
+                question_ids: torch.Tensor | None) -> tuple[str, float]:
+        start = time.perf_counter()
+        if job.own_prefill:
+            answer = self.answerer.answer(job.cell.method, job.cell.ratio, row.context, row.question,
+                                          row.answer_prefix, row.max_new_tokens)
+        else:
+            answer = answer_one(self.answerer, shared, job.cell, question_ids, row.max_new_tokens)
+        return answer, time.perf_counter() - start
+
+    def timings(self, job: _Job) -> dict[str, float]:
+        decode = sum(r["seconds"] for r in job.done.values())
+        prefill = self.prefill_s[job.cell.key]
+        return {"decode_s": round(decode, 3), "shared_prefill_s": round(prefill, 3),
+                "total_s": round(decode + prefill, 3), "decode_mode": self.mode}
+
+
+def answer_one(answerer: Answerer, shared: SharedPrefill, cell: Cell, question_ids: torch.Tensor,
+               max_new_tokens: int) -> str:
+    """One cell's answer from the shared prefill through KVPress's pipeline (token by token where it must)."""
+    press = make_press(cell.method, cell.ratio)
+    cache = shared.cache_for(press)
+    uneven = len({cache.get_seq_length(i) for i in range(len(cache))}) > 1  # e.g. a short last chunk kept
+    masks = any(getattr(layer.self_attn, "masked_key_indices", None) is not None
+                for layer in answerer.model.model.layers)
+    pipe = answerer.pipe(REGISTRY[cell.method].needs_tokenwise_question and (uneven or masks))
+    try:
+        with torch.no_grad():
+            return pipe.generate_answer(question_ids, cache, shared.context_length, int(max_new_tokens))
+    finally:
+        SharedPrefill.clear_masks(answerer.model)
+
+
+def own_prefill_row(answerer: Answerer, cell: Cell, row: Any) -> CacheRow:
+    """A press that changes the prefill (Finch) prefills on its own, as KVPress's pipeline runs it, then joins
+    the batch. Finch is always query-aware: ``context + delimiter + question``, with an empty question."""
+    from kvpress import FinchPress, KeyRerotationPress
+    from transformers import DynamicCache
+
+    model = answerer.model
+    press = make_press(cell.method, cell.ratio)
+    context, question = row.context + row.question, ""
+    if isinstance(press, FinchPress):
+        answerer._setup_finch(press)
+        context = row.context + press.delimiter_token + row.question
+    ids = answerer.pipe(False).preprocess(context, [question], row.answer_prefix, max_context_length=10**9)
+    cache = DynamicCache()
+    with torch.no_grad(), press(model):
+        model.model(input_ids=ids["context_ids"].to(model.device), past_key_values=cache)
+    rerotated = isinstance(press, KeyRerotationPress) or (isinstance(press, FinchPress) and press.rerotate_keys)
+    start = cache.get_seq_length() if rerotated else ids["context_ids"].shape[1]
+    return CacheRow.from_cache(model, cache, ids["questions_ids"][0].to(model.device), start,
+                               int(row.max_new_tokens))

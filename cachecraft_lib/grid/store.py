@@ -1,0 +1,143 @@
+"""The grid's result store: one folder per cell with ``result.json`` (atomic), partial answers while a cell is
+in progress, KVPress's own layout (``predictions.csv``, ``metrics.json``, ``config.yaml``), and fingerprints
+that tell a finished cell from a stale or corrupt one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from pathlib import Path
+
+import pandas as pd
+import torch
+import yaml
+
+from .. import __version__
+from ..atomic import atomic_write_text
+from ..models import is_embedded
+from ..presses import REGISTRY, make_press
+from ..ruler import GENERATOR_VERSION, score
+from .cells import Cell
+
+log = logging.getLogger(__name__)
+RESULT = "result.json"
+PARTIAL = "partial.jsonl"
+ENGINE_VERSION = "1"
+
+def dataset_fingerprint(df: pd.DataFrame) -> str:
+    h = hashlib.sha256()
+    for row in df[["context", "question", "answer_prefix", "task", "max_new_tokens"]].itertuples(index=False):
+        h.update("\x1f".join(map(str, row)).encode())
+    for answer in df["answer"]:
+        h.update("\x1e".join(answer).encode())
+    return h.hexdigest()[:16]
+
+
+def fingerprint(cell: Cell, dataset_fp: str) -> str:
+    blob = json.dumps({"cell": cell.config(), "dataset": dataset_fp, "cachecraft_lib": __version__,
+                       "engine": ENGINE_VERSION, "ruler_generator": GENERATOR_VERSION}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+class CellStore:
+    """Result files of a grid folder: status, partial answers, final result and KVPress's layout."""
+
+    def __init__(self, out_dir: str | Path) -> None:
+        self.root = Path(out_dir)
+
+    def folder(self, cell: Cell) -> Path:
+        return self.root / cell.key
+
+    def status(self, cell: Cell, fp: str) -> str:
+        """``done``, ``missing``, ``corrupt`` (unreadable or incomplete) or ``stale`` (other fingerprint)."""
+        path = self.folder(cell) / RESULT
+        if not path.exists():
+            return "missing"
+        try:
+            result = json.loads(path.read_text())
+            complete = all(k in result for k in ("fingerprint", "predictions", "scores", "config"))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return "corrupt"
+        if not complete:
+            return "corrupt"
+        return "done" if result["fingerprint"] == fp else "stale"
+
+    def partial(self, cell: Cell, fp: str) -> dict[int, dict]:
+        """Answers already computed for an unfinished cell with this fingerprint (a torn last line is ignored)."""
+        path = self.folder(cell) / PARTIAL
+        out: dict[int, dict] = {}
+        if not path.exists():
+            return out
+        for line in path.read_text().splitlines():
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if rec.get("fingerprint") == fp:
+                out[rec["index"]] = rec
+        return out
+
+    def append(self, cell: Cell, fp: str, record: dict) -> None:
+        path = self.folder(cell) / PARTIAL
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a") as f:
+            f.write(json.dumps({**record, "fingerprint": fp}) + "\n")
+
+    def finish(self, cell: Cell, fp: str, df: pd.DataFrame, records: dict[int, dict], dataset: dict,
+               timings: dict[str, float]) -> dict:
+        """Score and write ``result.json`` atomically, then KVPress's ``predictions.csv``/``metrics.json``/``config.yaml``."""
+        preds = df.assign(predicted_answer=[records[i]["predicted_answer"] for i in range(len(df))])
+        scores = score(preds)
+        result = {
+            "fingerprint": fp, "config": cell.config(), "dataset": dataset, "scores": scores,
+            "aggregate": scores["aggregate"], "timings": timings,
+            "embedded_model": is_embedded(cell.model),
+            "library": _versions(), "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            "predictions": [{"index": i, "task": r.task, "answer": list(r.answer),
+                             "predicted_answer": records[i]["predicted_answer"], "seconds": records[i]["seconds"]}
+                            for i, r in enumerate(df.itertuples())],
+        }
+        folder = self.folder(cell)
+        kv = preds.drop(columns=["context"]).assign(compression_ratio=cell.ratio)
+        kv.to_csv(folder / "predictions.csv", index=False)
+        atomic_write_text(folder / "metrics.json", json.dumps(
+            {t: {"string_match": v} for t, v in scores.items() if t != "aggregate"}, indent=2))
+        press = make_press(cell.method, cell.ratio)
+        atomic_write_text(folder / "config.yaml", yaml.safe_dump({
+            "dataset": "ruler", "data_dir": str(cell.length), "model": cell.model, "press_name": cell.method,
+            "compression_ratio": cell.ratio, "query_aware": cell.query_aware or REGISTRY[cell.method].needs_query_aware,
+            "samples_per_task": cell.samples_per_task, "seed": cell.seed, "ruler_source": dataset["source"],
+            "press_init_command": repr(press) if press is not None else "None"}, sort_keys=False))
+        atomic_write_text(folder / RESULT, json.dumps(result, indent=1))
+        (folder / PARTIAL).unlink(missing_ok=True)
+        return result
+
+
+def _versions() -> dict[str, str]:
+    import kvpress
+    import transformers
+
+    return {"cachecraft_lib": __version__, "kvpress": getattr(kvpress, "__version__", "0.5.5"),
+            "transformers": transformers.__version__, "torch": torch.__version__}
+
+
+def load_results(out_dir: str | Path, cells: list[Cell] | None = None) -> pd.DataFrame:
+    """One row per finished cell: its config, aggregate, per-task scores and timings (corrupt files skipped)."""
+    rows = []
+    wanted = {c.key for c in cells} if cells is not None else None
+    for path in sorted(Path(out_dir).glob(f"*/{RESULT}")):
+        if wanted is not None and path.parent.name not in wanted:
+            continue
+        try:
+            result = json.loads(path.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            log.warning("skipping unreadable result %s", path)
+            continue
+        rows.append({**result["config"], "aggregate": result["aggregate"],
+                     **{f"task:{t}": v for t, v in result["scores"].items() if t != "aggregate"},
+                     **result["timings"], "source": result["dataset"]["source"],
+                     "embedded_model": result["embedded_model"], "cell": path.parent.name})
+    return pd.DataFrame(rows)
