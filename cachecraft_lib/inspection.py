@@ -13,9 +13,9 @@ import pandas as pd
 import torch
 
 from . import frc
-from .prefill import SharedPrefill
 from .features import FEATURES, FeatureContext, layer_contexts
 from .policy import SelectionError, validate_selection
+from .prefill import SharedPrefill
 
 
 @dataclass

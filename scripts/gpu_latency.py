@@ -18,8 +18,8 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from cachecraft_lib.prefill import SharedPrefill
 from cachecraft_lib.latency import compare_scoring, eight_b_shaped_llama, measure
+from cachecraft_lib.prefill import SharedPrefill
 from cachecraft_lib.presses import make_press
 
 OUT = Path(__file__).resolve().parents[1] / "data" / "reference" / "latency_gpu.csv"

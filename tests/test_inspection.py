@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from cachecraft_lib import ruler
-from cachecraft_lib.prefill import SharedPrefill
 from cachecraft_lib.inspection import context_ids, scorer_kept_by_layer, scorer_needle_kept
 from cachecraft_lib.models import load_model
+from cachecraft_lib.prefill import SharedPrefill
 
 
 @pytest.fixture(scope="module")

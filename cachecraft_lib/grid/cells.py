@@ -11,6 +11,7 @@ from typing import Any
 from ..presses import REGISTRY
 from ..profiles import Profile
 
+
 @dataclass(frozen=True)
 class Cell:
     """One grid cell. ``samples_per_task=None`` means the full dataset (500 per task)."""

@@ -30,10 +30,10 @@ from typing import Any
 
 import torch
 
-from ..prefill import SharedPrefill
 from ..features import layer_contexts
 from ..models import load_model
 from ..pipeline import TokenwiseQuestionPipeline
+from ..prefill import SharedPrefill
 from ..ruler import load, score
 from .sandbox import CandidateFailed, Sandbox
 from .static_checks import stage0
