@@ -148,7 +148,8 @@ class _GroupRunner:
         for job in jobs:
             start = time.perf_counter()
             if job.own_prefill:
-                rows.append(own_prefill_row(self.answerer, job.cell, row))
+                rows.append(own_prefill_row(self.answerer, job.cell, row.context, row.question, row.answer_prefix,
+                                            int(row.max_new_tokens)))
             else:
                 cache = shared.cache_for(make_press(job.cell.method, job.cell.ratio))
                 rows.append(CacheRow.from_cache(self.model, cache, question_ids, shared.context_length,
@@ -204,7 +205,8 @@ def answer_one(answerer: Answerer, shared: SharedPrefill, cell: Cell, question_i
         SharedPrefill.clear_masks(answerer.model)
 
 
-def own_prefill_row(answerer: Answerer, cell: Cell, row: Any) -> CacheRow:
+def own_prefill_row(answerer: Answerer, cell: Cell, context: str, question: str, answer_prefix: str,
+                    max_new_tokens: int) -> CacheRow:
     """A press that changes the prefill (Finch) prefills on its own, as KVPress's pipeline runs it, then joins
     the batch. Finch is always query-aware: ``context + delimiter + question``, with an empty question."""
     from kvpress import FinchPress, KeyRerotationPress
@@ -212,15 +214,15 @@ def own_prefill_row(answerer: Answerer, cell: Cell, row: Any) -> CacheRow:
 
     model = answerer.model
     press = make_press(cell.method, cell.ratio)
-    context, question = row.context + row.question, ""
     if isinstance(press, FinchPress):
         answerer._setup_finch(press)
-        context = row.context + press.delimiter_token + row.question
-    ids = answerer.pipe(False).preprocess(context, [question], row.answer_prefix, max_context_length=10**9)
+        context = context + press.delimiter_token + question
+    else:
+        context = context + question
+    ids = answerer.pipe(False).preprocess(context, [""], answer_prefix, max_context_length=10**9)
     cache = DynamicCache()
     with torch.no_grad(), press(model):
         model.model(input_ids=ids["context_ids"].to(model.device), past_key_values=cache)
     rerotated = isinstance(press, KeyRerotationPress) or (isinstance(press, FinchPress) and press.rerotate_keys)
     start = cache.get_seq_length() if rerotated else ids["context_ids"].shape[1]
-    return CacheRow.from_cache(model, cache, ids["questions_ids"][0].to(model.device), start,
-                               int(row.max_new_tokens))
+    return CacheRow.from_cache(model, cache, ids["questions_ids"][0].to(model.device), start, max_new_tokens)

@@ -1,0 +1,84 @@
+"""Batched decoding gives the answers of decoding each cell alone through KVPress's pipeline."""
+
+from __future__ import annotations
+
+import pytest
+
+from cachecraft_lib.grid import Cell, answer_one
+from cachecraft_lib.grid.decode import CacheRow, decode_rows
+from cachecraft_lib.grid.runner import own_prefill_row
+from cachecraft_lib.pipeline import Answerer
+from cachecraft_lib.prefill import SharedPrefill
+from cachecraft_lib.presses import REGISTRY, make_press
+from cachecraft_lib.profiles import EMBEDDED_MODEL
+
+pytestmark = pytest.mark.slow
+SINGLE_PASS = [m for m, spec in REGISTRY.items() if not spec.needs_query_aware]
+
+
+def _prefill(answerer, row):
+    ids = answerer.pipe(False).preprocess(row.context, [row.question], row.answer_prefix, max_context_length=10**9)
+    return SharedPrefill(answerer.model, ids["context_ids"]), ids["questions_ids"][0]
+
+
+def _row(model, shared, method, ratio, question_ids, max_new):
+    cache = shared.cache_for(make_press(method, ratio))
+    return CacheRow.from_cache(model, cache, question_ids, shared.context_length, max_new)
+
+
+def test_batched_equals_one_at_a_time_for_every_single_pass_method(tiny_model, tiny_rows):
+    model, tok = tiny_model
+    answerer = Answerer(model, tok)
+    cells = [("no_press", 0.0)] + [(m, r) for m in SINGLE_PASS if m != "no_press" for r in (0.5, 0.88)]
+    for row in tiny_rows.iloc[:2].itertuples():
+        shared, q = _prefill(answerer, row)
+        alone = [answer_one(answerer, shared, Cell(EMBEDDED_MODEL, 1024, m, r), q, 24) for m, r in cells]
+        rows = [_row(model, shared, m, r, q, 24) for m, r in cells]
+        batched = decode_rows(model, tok, rows)
+        differ = [(c, a, b) for c, a, b in zip(cells, alone, batched, strict=True) if a != b]
+        assert not differ, differ
+
+
+def test_a_batch_mixes_cache_lengths_per_row_and_per_layer(tiny_model, tiny_rows):
+    model, tok = tiny_model
+    answerer = Answerer(model, tok)
+    row = tiny_rows.iloc[0]
+    shared, q = _prefill(answerer, row)
+    specs = [("no_press", 0.0), ("pyramidkv", 0.75), ("snapkv", 0.88), ("adasnapkv", 0.5), ("frc", 0.88)]
+    rows = [_row(model, shared, m, r, q, 16) for m, r in specs]
+    lengths = [[k.shape[2] for k in r.keys] for r in rows]
+    assert len({tuple(x) for x in lengths}) >= 4  # rows of different cache lengths (AdaKV keeps all, masked)
+    assert len(set(lengths[4])) > 1  # FRC 0.88: the short last chunk is kept in some layers only
+    assert any(m is not None for m in rows[3].masked)  # AdaKV: head-wise masks
+    alone = [decode_rows(model, tok, [r])[0] for r in rows]
+    assert decode_rows(model, tok, rows) == alone
+    assert decode_rows(model, tok, rows, batch_size=2) == alone
+
+
+def test_a_row_that_stops_early_does_not_change_the_others(tiny_model, tiny_rows):
+    model, tok = tiny_model
+    answerer = Answerer(model, tok)
+    row = tiny_rows.iloc[0]
+    shared, q = _prefill(answerer, row)
+    long_row = _row(model, shared, "streaming_llm", 0.88, q, 40)
+    short_row = _row(model, shared, "no_press", 0.0, q, 40)
+    capped = _row(model, shared, "snapkv", 0.5, q, 2)  # stops at max_new_tokens = 2
+    long_alone, short_alone = (decode_rows(model, tok, [r])[0] for r in (long_row, short_row))
+    answers = decode_rows(model, tok, [capped, long_row, short_row])
+    assert answers[1:] == [long_alone, short_alone]
+    assert len(tok.encode(answers[0], add_special_tokens=False)) <= 2
+    # the rows do stop at different points: one reaches eos (or its cap) well before the other
+    assert len(tok.encode(long_alone, add_special_tokens=False)) != len(tok.encode(short_alone, add_special_tokens=False))
+
+
+def test_finch_prefills_on_its_own_and_joins_the_batch(tiny_answerer, tiny_rows):
+    answerer = tiny_answerer
+    model, tok = answerer.model, answerer.tokenizer
+    row = tiny_rows.iloc[0]
+    cell = Cell(EMBEDDED_MODEL, 1024, "finch", 0.5)
+    expected = answerer.answer("finch", 0.5, row.context, row.question, row.answer_prefix, 12)
+    finch = own_prefill_row(answerer, cell, row.context, row.question, row.answer_prefix, 12)
+    shared, q = _prefill(answerer, row)
+    other = _row(model, shared, "snapkv", 0.5, q, 12)
+    assert finch.start < shared.context_length  # re-rotated keys continue from the compressed length
+    assert decode_rows(model, tok, [other, finch])[1] == expected
