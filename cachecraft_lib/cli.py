@@ -99,7 +99,7 @@ def _cmd_tiny_card(args: argparse.Namespace) -> int:
 
 def _cmd_grid(args: argparse.Namespace) -> int:
     from .grid import grid_cells, parse_shard, run_grid, select_shard
-    from .paths import DATA
+    from .paths import results_dir
     from .profiles import get_profile
 
     overrides = {k: v for k, v in {"lengths": args.lengths, "ratios": args.ratios,
@@ -112,9 +112,13 @@ def _cmd_grid(args: argparse.Namespace) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    out = Path(args.out) if args.out else DATA / "results" / "grid" / profile.name
+    if args.batch_size is not None and args.batch_size < 1:
+        print(f"error: --batch-size must be >= 1, got {args.batch_size}", file=sys.stderr)
+        return 2
+    out = Path(args.out) if args.out else results_dir("grid", profile.name)
     print(f"cachecraft grid: {len(cells)} cells ({profile.label}) -> {out}")
-    summary = run_grid(cells, out, progress=True)
+    summary = run_grid(cells, out, progress=True, device=profile.device, dtype=profile.dtype,
+                       batch_size=args.batch_size, decode=args.decode)
     cols = ["model", "length", "method", "ratio", "aggregate"]
     print(summary[cols].assign(model=summary.model.map(lambda m: Path(m).name)).to_string(index=False))
     return 0
@@ -232,6 +236,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help="put the question inside the compressed context (default: the profile's, off)")
     gr.add_argument("--shard", metavar="i/n", help="run only shard i of n (0-based); shards merge by folder")
     gr.add_argument("--out", help="results folder (default data/results/grid/<profile>)")
+    gr.add_argument("--batch-size", type=int, help="cells decoded together per sample (default: all of them on "
+                                                   "CPU; what a third of the free GPU memory holds on CUDA)")
+    gr.add_argument("--decode", choices=("batched", "serial"), default="batched",
+                    help="batched: every cell of a sample in one batch (default); serial: one cell at a time "
+                         "through KVPress's pipeline")
     gr.set_defaults(func=_cmd_grid)
 
     la = sub.add_parser("latency", help="time the prefill (compression included) per method",

@@ -71,14 +71,6 @@ def _head_mask(module: Any, keys: torch.Tensor) -> torch.Tensor | None:
     return mask
 
 
-def _set_mask(mask: torch.Tensor):
-    """A forward pre-hook that gives one attention layer its own mask."""
-    def hook(module, args, kwargs):
-        kwargs["attention_mask"] = mask
-        return args, kwargs
-    return hook
-
-
 def _grouped_sdpa(module: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                   attention_mask: torch.Tensor | None, dropout: float = 0.0, scaling: float | None = None,
                   **kwargs: Any) -> tuple[torch.Tensor, None]:
@@ -216,9 +208,8 @@ class _BatchDecoder:
         fill = self._additive(real, self.bias[0].dtype)[:, None, :]
         for bias in self.bias:
             bias[:, :, self.offset:self.offset + q] = fill
-        masks = [self._layer_mask(bias, q) for bias in self.bias]
-        hooks = [attn.register_forward_pre_hook(_set_mask(mask), with_kwargs=True)
-                 for mask, attn in zip(masks, attention_modules(self.model), strict=True)]
+        hooks = [attn.register_forward_pre_hook(self._mask_hook(bias, q), with_kwargs=True)
+                 for bias, attn in zip(self.bias, attention_modules(self.model), strict=True)]
         try:
             with grouped_attention(self.model):
                 out = self.model.model(input_ids=input_ids, position_ids=positions, past_key_values=self.cache,
@@ -229,6 +220,13 @@ class _BatchDecoder:
                 hook.remove()
         self.offset += q
         return out.last_hidden_state
+
+    def _mask_hook(self, bias: torch.Tensor, q: int):
+        """A forward pre-hook that gives one attention layer its own mask, built only when the layer runs."""
+        def hook(module, args, kwargs):
+            kwargs["attention_mask"] = self._layer_mask(bias, q)
+            return args, kwargs
+        return hook
 
     def _layer_mask(self, bias: torch.Tensor, q: int) -> torch.Tensor:
         """(B, H_kv or 1, groups * q, capacity) for ``grouped_attention``: a slot is seen when the row may see
