@@ -13,7 +13,12 @@ decodes them together. Each row keeps exactly what its press kept:
 - positions continue from each row's own start (the original context length, as KVPress's pipeline does, or
   the compressed length for presses that re-rotate keys), the question is fed as one batched forward (rows of
   different question lengths right-padded and masked), and each row stops at its own eos or
-  ``max_new_tokens`` with KVPress's rule (the first token is never checked for eos).
+  ``max_new_tokens`` with KVPress's rule (the first token is never checked for eos); finished rows leave
+  the batch once half of it has finished.
+
+The cache is preallocated for the whole answer (no copy per token), and attention runs through
+``_grouped_sdpa``, which stacks each KV group's query heads instead of repeating the keys per group
+(transformers' sdpa copies the whole cache per group whenever a mask is given).
 
 The attention mask needs sdpa or eager attention (flash attention takes no 4D mask): the grid falls back to
 decoding cell by cell there. ``tokenwise_question=True`` feeds the question one token at a time instead (for
@@ -136,7 +141,7 @@ def decode_rows(model: Any, tokenizer: Any, rows: list[CacheRow], batch_size: in
 
 class _Preallocated:
     """A cache layer with room for the whole answer: writes in place instead of growing by concatenation
-    (which copies the batch's cache at every token), and returns the full buffer; the mask hides what is unused."""
+    (which copies the batch's cache at every token) and returns a view of the filled slots."""
 
     is_sliding = False
     is_compileable = False
@@ -151,13 +156,13 @@ class _Preallocated:
         self.keys[:, :, self.length:self.length + q] = key_states
         self.values[:, :, self.length:self.length + q] = value_states
         self.length += q
-        return self.keys, self.values
+        return self.keys[:, :, :self.length], self.values[:, :, :self.length]
 
     def get_seq_length(self) -> int:
         return self.length
 
     def get_mask_sizes(self, cache_position: torch.Tensor) -> tuple[int, int]:
-        return self.keys.shape[2], 0
+        return self.length + cache_position.shape[0], 0
 
     def get_max_cache_shape(self) -> int:
         return self.keys.shape[2]
@@ -176,7 +181,7 @@ class _BatchDecoder:
         self.width = max(k.shape[2] for r in rows for k in r.keys)  # every layer padded to the widest
         capacity = self.width + max(r.question_ids.shape[1] for r in rows) + max(r.max_new_tokens for r in rows)
         per_head = any(m is not None for r in rows for m in r.masked)
-        layers, self.bias = [], []  # bias: per layer (B, H_kv or 1, capacity), 0 where a row may attend, else min
+        layers, self.valid = [], []  # per layer (B, H_kv or 1, capacity) bool: the slots a row may attend to
         for layer in range(len(rows[0].keys)):
             ref = rows[0].keys[layer]
             shape = (len(rows), ref.shape[1], capacity, ref.shape[3])
@@ -192,24 +197,18 @@ class _BatchDecoder:
                 if r.masked[layer] is not None:
                     valid[b, :, :n] &= ~r.masked[layer].to(self.device)
             layers.append(_Preallocated(keys, values, self.width))
-            self.bias.append(self._additive(valid, ref.dtype))
+            self.valid.append(valid)
         self.cache = Cache(layers=layers)
         self.offset = self.width
-
-    @staticmethod
-    def _additive(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-        return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill_(~allowed,
-                                                                                           torch.finfo(dtype).min)
 
     # ------------------------------------------------------------------------------ one forward pass
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
         """Feed (B, q) tokens at ``positions``; ``real`` (B, q) marks padding. Returns hidden states (B, q, d)."""
         q = input_ids.shape[1]
-        fill = self._additive(real, self.bias[0].dtype)[:, None, :]
-        for bias in self.bias:
-            bias[:, :, self.offset:self.offset + q] = fill
-        hooks = [attn.register_forward_pre_hook(self._mask_hook(bias, q), with_kwargs=True)
-                 for bias, attn in zip(self.bias, attention_modules(self.model), strict=True)]
+        for valid in self.valid:
+            valid[:, :, self.offset:self.offset + q] = real[:, None, :]
+        hooks = [attn.register_forward_pre_hook(self._mask_hook(valid, q), with_kwargs=True)
+                 for valid, attn in zip(self.valid, attention_modules(self.model), strict=True)]
         try:
             with grouped_attention(self.model):
                 out = self.model.model(input_ids=input_ids, position_ids=positions, past_key_values=self.cache,
@@ -221,21 +220,23 @@ class _BatchDecoder:
         self.offset += q
         return out.last_hidden_state
 
-    def _mask_hook(self, bias: torch.Tensor, q: int):
+    def _mask_hook(self, valid: torch.Tensor, q: int):
         """A forward pre-hook that gives one attention layer its own mask, built only when the layer runs."""
         def hook(module, args, kwargs):
-            kwargs["attention_mask"] = self._layer_mask(bias, q)
+            kwargs["attention_mask"] = self._layer_mask(valid, q)
             return args, kwargs
         return hook
 
-    def _layer_mask(self, bias: torch.Tensor, q: int) -> torch.Tensor:
-        """(B, H_kv or 1, groups * q, capacity) for ``grouped_attention``: a slot is seen when the row may see
-        it and it is not later than the query. One new token needs no causal part (later slots are not filled)."""
+    def _layer_mask(self, valid: torch.Tensor, q: int) -> torch.Tensor:
+        """Boolean (B, H_kv or 1, groups * q, capacity) for ``grouped_attention``: a slot is seen when the row
+        may see it and it is not later than the query. One new token needs no causal part (later slots are
+        not filled yet), so decoding steps get a view, not a copy."""
+        valid = valid[:, :, :self.offset + q]
         if q == 1:
-            return bias[:, :, None, :]
-        rank = torch.arange(bias.shape[2], device=self.device)
-        later = rank[None, :] > (self.offset + torch.arange(q, device=self.device))[:, None]  # (q, capacity)
-        mask = bias[:, :, None, :].masked_fill(later[None, None], torch.finfo(bias.dtype).min)
+            return valid[:, :, None, :]
+        rank = torch.arange(valid.shape[2], device=self.device)
+        earlier = rank[None, :] <= (self.offset + torch.arange(q, device=self.device))[:, None]  # (q, capacity)
+        mask = valid[:, :, None, :] & earlier[None, None]
         b, m = mask.shape[:2]
         return mask[:, :, None].expand(b, m, self.groups, q, mask.shape[-1]).reshape(b, m, self.groups * q, -1)
 
@@ -266,25 +267,37 @@ class _BatchDecoder:
         return self._logits(last).argmax(-1)
 
     def _generate(self, tokenizer: Any, first: torch.Tensor) -> list[str]:
+        """Greedy decoding with KVPress's stopping rule; finished rows leave the batch once half have finished."""
         stop = stop_ids(self.model)
         generated = [[int(t)] for t in first.tolist()]
         budget = [r.max_new_tokens for r in self.rows]
-        active = [budget[b] > 1 for b in range(len(self.rows))]
+        alive = list(range(len(self.rows)))  # batch position -> row
         step = 0
-        while any(active):
-            tokens = torch.tensor([[g[-1]] for g in generated], device=self.device)
+        while True:
+            running = [j for j, b in enumerate(alive) if len(generated[b]) < budget[b]
+                       and (len(generated[b]) == 1 or generated[b][-1] not in stop)]
+            if not running:
+                break
+            if len(running) <= len(alive) // 2:
+                self._keep(running)
+                alive = [alive[j] for j in running]
+            tokens = torch.tensor([[generated[b][-1]] for b in alive], device=self.device)
             positions = (self.next_position + step)[:, None]
-            real = torch.ones(len(self.rows), 1, dtype=torch.bool, device=self.device)
-            hidden = self.forward(tokens, positions, real)
-            new = self._logits(hidden[:, -1]).argmax(-1).tolist()
+            real = torch.ones(len(alive), 1, dtype=torch.bool, device=self.device)
+            new = self._logits(self.forward(tokens, positions, real)[:, -1]).argmax(-1).tolist()
             step += 1
-            for b, token in enumerate(new):
-                if not active[b]:
-                    continue
-                generated[b].append(int(token))
-                if int(token) in stop or len(generated[b]) >= budget[b]:
-                    active[b] = False
+            for b, token in zip(alive, new, strict=True):
+                if len(generated[b]) < budget[b] and (len(generated[b]) == 1 or generated[b][-1] not in stop):
+                    generated[b].append(int(token))
         return [str(tokenizer.decode(g, skip_special_tokens=True)) for g in generated]
+
+    def _keep(self, positions: list[int]) -> None:
+        """Drop finished rows from the batch (their cache, mask and positions)."""
+        idx = torch.tensor(positions, device=self.device)
+        for layer in self.cache.layers:
+            layer.keys, layer.values = layer.keys.index_select(0, idx), layer.values.index_select(0, idx)
+        self.valid = [v.index_select(0, idx) for v in self.valid]
+        self.next_position = self.next_position.index_select(0, idx)
 
     def _logits(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.model.get_output_embeddings()(hidden)
