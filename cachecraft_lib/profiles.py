@@ -65,7 +65,7 @@ PROFILES: dict[str, Profile] = {
     "cpu": Profile(
         name="cpu", description="default main job: the embedded model on two CPU cores, the paper's grid shape",
         models=(EMBEDDED_MODEL,), lengths=(1024, 2048), ratios=PAPER_RATIOS, methods=PAPER_METHODS,
-        samples_per_task=3, ruler_source="offline", embedded=True, device="cpu", dtype="float32",
+        samples_per_task=12, ruler_source="offline", embedded=True, device="cpu", dtype="float32",
         latency_lengths=(1024, 2048), latency_repeats=10, search_iterations=100,
         extras={"search_stage_samples": (1, 2)}),
     "paper": Profile(

@@ -121,3 +121,15 @@ def test_shared_prefill_gives_the_pipeline_answers(tiny_model, tiny_rows, method
         a = answer_one(answerer, shared, cell, ids["questions_ids"][0], 8)
         b = answerer.answer(method, 0.75, row.context, row.question, row.answer_prefix, 8)
         assert a == b, (method, row.task)
+
+
+def test_paper_grid_estimate_grows_with_length_and_splits_over_gpus(ruler_1024, tokenizer):
+    from cachecraft_lib.grid.cost import describe, paper_grid_estimate
+
+    table = paper_grid_estimate(ruler_1024, tokenizer)
+    assert len(table) == 4 and (table.cells == 31).all()
+    for _, group in table.groupby("model"):
+        assert group.sort_values("length").gpu_hours.is_monotonic_increasing
+    one, four = table.attrs["summary"]["1 GPU(s)"], table.attrs["summary"]["4 GPU(s)"]
+    assert one == round(table.gpu_hours.sum(), 1) and abs(four - one / 4) < 0.1
+    assert "estimate" in describe(table)
