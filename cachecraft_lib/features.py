@@ -68,26 +68,45 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 
 def tail_attention(module: torch.nn.Module, hidden_states: torch.Tensor, keys: torch.Tensor,
-                   position_embeddings: tuple[torch.Tensor, torch.Tensor], n_queries: int = 64) -> torch.Tensor:
+                   position_embeddings: tuple[torch.Tensor, torch.Tensor], n_queries: int = 64,
+                   row: int = 0) -> torch.Tensor:
     """A~[g, q, t]: the last ``n_queries`` positions attending to all keys, group-averaged; (H_kv, Q, L), fp32.
 
-    Batch element 0 only (KVPress's pipeline runs batch size 1; the kept set is shared by the batch).
+    One batch row (``row``). The queries are the last hidden states given, which are the last keys of the
+    cache: the whole prefill, or a decoding press's buffer of recent tokens (then Q <= the buffer's length and
+    ``position_embeddings`` must cover the buffer: see ``buffer_position_embeddings``).
     """
     from kvpress.utils import get_prerope_query_states
 
     length = keys.shape[2]
-    q_len = min(n_queries, length)
-    query = get_prerope_query_states(module, hidden_states[:1, -q_len:])  # (1, H, Q, d)
+    q_len = min(n_queries, length, hidden_states.shape[1])
+    query = get_prerope_query_states(module, hidden_states[row:row + 1, -q_len:])  # (1, H, Q, d)
     cos, sin = position_embeddings
-    cos, sin = cos[:1, -q_len:].unsqueeze(1), sin[:1, -q_len:].unsqueeze(1)
+    r = min(row, cos.shape[0] - 1)  # position embeddings may be shared by the batch
+    cos, sin = cos[r:r + 1, -q_len:].unsqueeze(1), sin[r:r + 1, -q_len:].unsqueeze(1)
     query = (query * cos + rotate_half(query) * sin)[0] * (1.0 / math.sqrt(keys.shape[3]))  # scale the small side
     n_kv = keys.shape[1]
     query = query.reshape(n_kv, -1, keys.shape[3])  # (H_kv, G*Q, d): no repeat_kv copy of the keys
     # matmul in the model's dtype (as SnapKV does), softmax in float32
-    logits = torch.matmul(query, keys[0].transpose(1, 2)).view(n_kv, -1, q_len, length)
+    logits = torch.matmul(query, keys[row].transpose(1, 2)).view(n_kv, -1, q_len, length)
     causal = torch.ones(q_len, q_len, dtype=torch.bool, device=keys.device).triu_(1)  # only the last Q keys
     logits[..., length - q_len:].masked_fill_(causal, float("-inf"))
     return logits.softmax(dim=-1, dtype=torch.float32).mean(dim=1)
+
+
+def buffer_position_embeddings(module: torch.nn.Module, hidden_states: torch.Tensor,
+                               kwargs: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    """RoPE (cos, sin) for every hidden state a press receives. In a prefill these are the layer's own; a
+    decoding press passes a buffer of recent tokens with the current step's single position, so the buffer's
+    positions (the current one and those before it) are rebuilt from the model's rotary embedding."""
+    cos, sin = kwargs["position_embeddings"]
+    n = hidden_states.shape[1]
+    if cos.shape[1] == n:
+        return cos, sin
+    last = kwargs["position_ids"][:, -1:] if kwargs.get("position_ids") is not None else \
+        kwargs["cache_position"][-1:].view(1, 1)
+    positions = last - torch.arange(n - 1, -1, -1, device=hidden_states.device)[None]
+    return module.rotary_emb(hidden_states, positions)
 
 
 @dataclass

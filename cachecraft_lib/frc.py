@@ -83,11 +83,22 @@ def chunk_scores(scores: torch.Tensor, chunk_length: int = 20) -> torch.Tensor:
     return means
 
 
-def chunk_top_k(scores: torch.Tensor, compression_ratio: float, chunk_length: int = 20) -> torch.Tensor:
-    """Sorted token indices of the top ``n_keep`` chunks (whole chunks only)."""
+def chunk_top_k(scores: torch.Tensor, compression_ratio: float, chunk_length: int = 20,
+                keep_last: bool = False) -> torch.Tensor:
+    """Sorted token indices of the top ``n_keep`` chunks (whole chunks only).
+
+    ``keep_last=True``: when L is not a multiple of Lc, the short last chunk is always one of the ``n_keep``
+    (as SnapKV always keeps its window), so every layer keeps the same number of tokens; the paper's rule
+    (``False``) keeps it only where it ranks, which leaves layers of different lengths.
+    """
     length = scores.shape[-1]
-    _, n_keep = n_kept_chunks(length, compression_ratio, chunk_length)
-    top = chunk_scores(scores, chunk_length).topk(n_keep).indices.sort().values
+    n_chunks, n_keep = n_kept_chunks(length, compression_ratio, chunk_length)
+    means = chunk_scores(scores, chunk_length)
+    if keep_last and length % chunk_length and n_keep < n_chunks:
+        top = torch.cat([means[:-1].topk(n_keep - 1).indices, torch.tensor([n_chunks - 1], device=scores.device)])
+    else:
+        top = means.topk(n_keep).indices
+    top = top.sort().values
     idx = (top[:, None] * chunk_length + torch.arange(chunk_length, device=scores.device)[None]).reshape(-1)
     return idx if length % chunk_length == 0 else idx[idx < length]
 

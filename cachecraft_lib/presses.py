@@ -1,8 +1,8 @@
-"""FRC and any policy program as KVPress presses, and the one registry of baselines every notebook uses.
+"""Policy programs as KVPress presses, and the one registry of methods every notebook and command uses.
 
-``FRCPress(0.88)`` is a drop-in press: ``pipe(context, question=q, press=FRCPress(0.88))``. It keeps
-the same whole chunks for every KV head of a layer (and the batch), as the paper specifies.
-``PolicyPress(program, 0.88)`` does the same for any policy program, validating its selection.
+``PolicyPress(program, 0.88)`` runs any policy program's score and selection, validated, and keeps the same
+indices for every KV head of a layer. FRC itself lives in ``scorers`` (``FRCScorerPress``, ``FRCPress``), as
+KVPress-native presses; it is re-exported here.
 """
 
 from __future__ import annotations
@@ -26,56 +26,19 @@ from kvpress import (
     TOVAPress,
 )
 
-from . import frc
 from .features import build_context, tail_attention
 from .policies import V1_PROGRAM
 from .policy import load_policy, run_policy
+from .scorers import FRCPress, FRCScorerPress, PolicyScorerPress, WholeChunkPress
+
+__all__ = ["FRCPress", "FRCScorerPress", "Method", "PolicyPress", "PolicyScorerPress", "REGISTRY", "WholeChunkPress",
+           "make_press"]
 
 
 def _gather(keys: torch.Tensor, values: torch.Tensor, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Keep the same token indices in every head and batch row."""
     idx = idx.to(keys.device)
     return keys[:, :, idx].contiguous(), values[:, :, idx].contiguous()
-
-
-@dataclass
-class FRCPress(BasePress):
-    """FRC (CacheCraft): local + density + max-head attention signals, whole chunks, one index set per layer.
-
-    ``record=True`` keeps each layer's kept indices in ``self.kept`` (for notebooks; costs a copy).
-    """
-
-    compression_ratio: float = 0.0
-    weights: tuple[float, float, float] = frc.FRC_WEIGHTS
-    window: int = 32
-    chunk_length: int = 20
-    chunked: bool = True
-    n_queries: int = 64
-    record: bool = False
-    kept: dict[int, torch.Tensor] = field(default_factory=dict, repr=False)
-
-    def __post_init__(self) -> None:
-        if not 0 <= self.compression_ratio < 1:
-            raise ValueError(f"compression_ratio must be in [0, 1), got {self.compression_ratio}")
-        if len(self.weights) != 3:
-            raise ValueError(f"FRC takes three weights (local, density, maxhead), got {self.weights}")
-
-    def select(self, module: torch.nn.Module, hidden_states: torch.Tensor, keys: torch.Tensor,
-               kwargs: dict) -> torch.Tensor:
-        """The kept indices of one layer (sorted)."""
-        attn = tail_attention(module, hidden_states, keys, kwargs["position_embeddings"], self.n_queries)
-        scores = frc.frc_token_scores(attn, self.window, self.weights)
-        if self.chunked:
-            return frc.chunk_top_k(scores, self.compression_ratio, self.chunk_length)
-        return frc.token_top_k(scores, self.compression_ratio)
-
-    def compress(self, module, hidden_states, keys, values, attentions, kwargs):
-        if self.compression_ratio == 0:
-            return keys, values
-        idx = self.select(module, hidden_states, keys, kwargs)
-        if self.record:
-            self.kept[module.layer_idx] = idx.cpu()
-        return _gather(keys, values, idx)
 
 
 @dataclass
@@ -130,7 +93,8 @@ class Method:
 
 REGISTRY: dict[str, Method] = {m.name: m for m in (
     Method("no_press", lambda r: None, "no compression (upper bound)", paper_baseline=True),
-    Method("frc", lambda r: FRCPress(r), "FRC (CacheCraft): 0.55 local + 0.30 density + 0.15 max-head, chunks of 20",
+    Method("frc", lambda r: FRCPress(r, keep_last=False),
+           "FRC (CacheCraft): 0.55 local + 0.30 density + 0.15 max-head, chunks of 20 (the paper's rule)",
            needs_tokenwise_question=True, paper_baseline=True),
     Method("snapkv", lambda r: SnapKVPress(r), "SnapKV: last-64-query attention, avg-pooled (kernel 5), per head",
            paper_baseline=True),
@@ -152,12 +116,15 @@ REGISTRY: dict[str, Method] = {m.name: m for m in (
     # scorer vs structure, and the within-FRC ablation (notebook 04)
     Method("v1_tokenwise", lambda r: PolicyPress(V1_PROGRAM, r),
            "V1-family generic scorer (5 signals, equal weights) with tokenwise top-k"),
-    Method("frc_tokenwise", lambda r: FRCPress(r, chunked=False), "FRC scorer with tokenwise top-k"),
-    Method("frc_no_maxhead", lambda r: FRCPress(r, weights=(0.55, 0.30, 0.0)), "FRC without the max-head term",
+    Method("frc_tokenwise", lambda r: FRCScorerPress(r), "FRC scorer with tokenwise top-k (KVPress's ScorerPress)"),
+    Method("frc_no_maxhead", lambda r: FRCPress(r, weights=(0.55, 0.30, 0.0), keep_last=False),
+           "FRC without the max-head term",
            needs_tokenwise_question=True),
-    Method("frc_no_density", lambda r: FRCPress(r, weights=(0.55, 0.0, 0.15)), "FRC without the density term",
+    Method("frc_no_density", lambda r: FRCPress(r, weights=(0.55, 0.0, 0.15), keep_last=False),
+           "FRC without the density term",
            needs_tokenwise_question=True),
-    Method("frc_local_only", lambda r: FRCPress(r, weights=(1.0, 0.0, 0.0)), "FRC with the local term only",
+    Method("frc_local_only", lambda r: FRCPress(r, weights=(1.0, 0.0, 0.0), keep_last=False),
+           "FRC with the local term only",
            needs_tokenwise_question=True),
 )}
 
