@@ -1,4 +1,4 @@
-"""FRC as pure functions, one per equation of the paper (``shared/reference/cachecraft.md``).
+"""FRC as pure functions, one per equation of the CacheCraft paper (Eq. (1), the density window, chunk rule).
 
 Input: ``attn``, the group-averaged tail attention A~[g, q, t] of shape (H_kv, Q, L): the last Q
 prompt positions (RoPE re-applied) attending to all L keys, averaged over each GQA group.

@@ -1,7 +1,7 @@
 """Answering with a press: KVPress's pipeline, plus a variant that feeds the question token by token.
 
 KVPress's stock ``KVPressTextGenerationPipeline`` feeds the whole question in one forward pass. On
-CPU with sdpa that breaks two families of presses (``shared/reference/kvpress.md`` §3):
+CPU with sdpa that breaks two families of presses:
 head-wise masking presses (AdaKV, ExpectedAttention in the registry) cannot find fake keys for many
 question tokens at once on a small model, and layer-varying presses (PyramidKV) need a mask that
 transformers cannot build for caches of different lengths. Feeding the question one token at a
