@@ -1,0 +1,202 @@
+"""THE uncertainty of every comparison: a paired bootstrap over samples, and three-valued verdicts.
+
+``paired_bootstrap`` resamples sample indices within each stratum (model, length, task) and applies the
+same draw to every unit (grid cell) of that stratum, so a difference between two methods is computed on the
+same resampled samples: what two methods share (an easy or impossible sample) cancels out. Each unit's
+statistic is the RULER aggregate, the unweighted mean over its tasks of the task's mean score. The draw of a
+stratum depends only on the seed, the stratum and its size, so two calls on overlapping cells agree.
+
+``judge`` turns an interval and a claim ("the value lies in (low, high)") into ``reproduced`` (the interval
+lies inside the claim), ``contradicted`` (it lies outside) or ``inconclusive at this sample size`` (it
+straddles a boundary),
+with the samples per task that would roughly resolve it, scaling the half-width with 1/sqrt(n).
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+RESAMPLES = 2000
+SEED = 20240501
+LEVEL = 0.95
+STRATA = ("model", "length", "task")
+REPRODUCED, CONTRADICTED, INCONCLUSIVE = "reproduced", "contradicted", "inconclusive at this sample size"
+NOT_MEASURABLE = "not measurable here"
+VERDICTS = (REPRODUCED, CONTRADICTED, INCONCLUSIVE, NOT_MEASURABLE)
+METHOD_NOTE = "95% paired bootstrap over samples (resampled within task, the same draw for every method; 2,000 resamples)"
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A point estimate and its percentile interval; ``lo``/``hi`` are NaN when a task has a single sample."""
+
+    point: float
+    lo: float
+    hi: float
+    n: int  # samples per task (the smallest task involved)
+
+    @property
+    def defined(self) -> bool:
+        return not (math.isnan(self.lo) or math.isnan(self.hi))
+
+    def includes(self, value: float) -> bool:
+        """True when ``value`` is inside the interval, or when there is no interval to exclude it."""
+        return not self.defined or self.lo <= value <= self.hi
+
+    def __str__(self) -> str:
+        return fmt(self)
+
+
+@dataclass(frozen=True)
+class Bootstrap:
+    """Resampled aggregates of every unit (``draws[b, u]``) beside their point estimates."""
+
+    units: tuple[str, ...]
+    point: np.ndarray  # (units,)
+    draws: np.ndarray  # (resamples, units)
+    n: np.ndarray  # (units,) smallest samples per task of each unit
+    level: float = LEVEL
+
+    def contrast(self, weights: Mapping[str, float]) -> Interval:
+        """Any linear combination of units, e.g. ``{a: 1, b: -1}`` for a - b, with its interval."""
+        cols = [self.units.index(u) for u in weights]
+        w = np.array(list(weights.values()), dtype=float)
+        values = self.draws[:, cols] @ w
+        n = int(self.n[cols].min())
+        tail = (1 - self.level) / 2 * 100
+        lo, hi = np.percentile(values, [tail, 100 - tail]) if n >= 2 else (np.nan, np.nan)
+        return Interval(float(self.point[cols] @ w), float(lo), float(hi), n)
+
+    def mean(self, unit: str) -> Interval:
+        """The aggregate of one unit."""
+        return self.contrast({unit: 1.0})
+
+    def diff(self, a: str, b: str) -> Interval:
+        """The paired difference a - b (exactly 0 for a unit with itself)."""
+        return self.contrast({a: 1.0, b: -1.0} if a != b else {a: 0.0})
+
+    def frame(self) -> pd.DataFrame:
+        """Every unit's aggregate: unit, point, lo, hi, n."""
+        rows = [{"unit": u, **vars(self.mean(u))} for u in self.units]
+        return pd.DataFrame(rows, columns=["unit", "point", "lo", "hi", "n"])
+
+
+def stratum_rng(seed: int, key: Iterable[object], n: int) -> np.random.Generator:
+    """A generator for one stratum: the same seed, stratum and size always give the same draw."""
+    tag = "|".join(str(k) for k in key) + f"|n={n}"
+    return np.random.default_rng([seed, zlib.crc32(tag.encode())])
+
+
+def resample_counts(rng: np.random.Generator, n: int, resamples: int) -> np.ndarray:
+    """How often each of ``n`` samples is drawn in each resample of ``n`` draws with replacement."""
+    idx = rng.integers(0, n, size=(resamples, n))
+    flat = (np.arange(resamples)[:, None] * n + idx).ravel()
+    return np.bincount(flat, minlength=resamples * n).reshape(resamples, n)
+
+
+def paired_bootstrap(samples: pd.DataFrame, unit: str = "cell", strata: tuple[str, ...] = STRATA,
+                     resamples: int = RESAMPLES, seed: int = SEED, level: float = LEVEL) -> Bootstrap:
+    """The one bootstrap of the suite: per-sample ``score`` resampled within ``strata``, paired across units.
+
+    ``samples`` has one row per (unit, sample): the ``strata`` columns, ``index`` (the sample's id within its
+    stratum, shared by every unit that answered it) and ``score``. Every unit of a stratum must hold the same
+    samples, or the comparison would not be paired.
+    """
+    missing = {unit, "index", "score", *strata} - set(samples.columns)
+    if missing:
+        raise ValueError(f"paired_bootstrap: missing columns {sorted(missing)} (per-sample table expected)")
+    if samples.empty:
+        raise ValueError("paired_bootstrap: no samples")
+    units = tuple(sorted(samples[unit].astype(str).unique()))
+    col = {u: i for i, u in enumerate(units)}
+    sums, point = np.zeros((resamples, len(units))), np.zeros(len(units))
+    tasks, n_min = np.zeros(len(units)), np.full(len(units), np.iinfo(np.int64).max)
+    for key, group in samples.groupby(list(strata), sort=True):
+        table = _paired_table(group, unit, key)
+        cols = [col[u] for u in table.columns]
+        scores = table.to_numpy(dtype=float)
+        counts = resample_counts(stratum_rng(seed, key, len(table)), len(table), resamples)
+        sums[:, cols] += counts @ scores / len(table)
+        point[cols] += scores.mean(axis=0)
+        tasks[cols] += 1
+        n_min[cols] = np.minimum(n_min[cols], len(table))
+    return Bootstrap(units, point / tasks, sums / tasks, n_min, level)
+
+
+def _paired_table(group: pd.DataFrame, unit: str, key: object) -> pd.DataFrame:
+    """Samples x units of one stratum; an error when a unit lacks a sample another unit has."""
+    if group.duplicated([unit, "index"]).any():
+        raise ValueError(f"paired_bootstrap: a unit scores the same sample twice in stratum {key}")
+    table = group.assign(**{unit: group[unit].astype(str)}).pivot(index="index", columns=unit, values="score")
+    if table.isna().any().any():
+        short = sorted(table.columns[table.isna().any()])
+        raise ValueError(f"paired_bootstrap: {short} lack samples others have in stratum {key}: cannot pair")
+    return table
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A three-valued verdict; ``needed`` is roughly the samples per task that would resolve an inconclusive one."""
+
+    verdict: str
+    needed: int | None = None
+
+    def __str__(self) -> str:
+        if self.verdict != INCONCLUSIVE:
+            return self.verdict
+        return f"{INCONCLUSIVE} ({'~' + str(self.needed) if self.needed else 'many more'} samples per task would resolve it)"
+
+
+def judge(est: Interval, low: float = -math.inf, high: float = math.inf) -> Verdict:
+    """Does the interval support the claim ``low < value < high``, exclude it, or allow both?"""
+    if est.defined and low < est.lo and est.hi < high:
+        return Verdict(REPRODUCED)
+    if est.defined and (est.hi <= low or est.lo >= high):
+        return Verdict(CONTRADICTED)
+    return Verdict(INCONCLUSIVE, samples_to_resolve(est, low, high))
+
+
+def samples_to_resolve(est: Interval, low: float, high: float) -> int | None:
+    """Samples per task at which the interval, shrinking as 1/sqrt(n) about its point, clears the boundaries.
+
+    Inside the claim both finite boundaries must clear; outside, the one between the point and the claim.
+    ``None`` when there is no interval to scale or the point sits on a boundary.
+    """
+    if not est.defined:
+        return None
+    inside = low < est.point < high
+    bounds = [b for b in (low, high) if math.isfinite(b)]
+    if not inside:
+        bounds = [low] if est.point <= low else [high]
+    needed = []
+    for b in bounds:
+        distance = abs(est.point - b)
+        width = max(est.point - est.lo if b < est.point else est.hi - est.point, 0.0)
+        if distance == 0:
+            return None
+        needed.append(math.ceil(est.n * (width / distance) ** 2))
+    return max(max(needed), est.n + 1)
+
+
+def combine(verdicts: Iterable[Verdict]) -> Verdict:
+    """A claim over several cells: contradicted by any cell, reproduced only when every cell reproduces it."""
+    verdicts = list(verdicts)
+    if any(v.verdict == CONTRADICTED for v in verdicts):
+        return Verdict(CONTRADICTED)
+    if verdicts and all(v.verdict == REPRODUCED for v in verdicts):
+        return Verdict(REPRODUCED)
+    needed = [v.needed for v in verdicts if v.verdict == INCONCLUSIVE]
+    return Verdict(INCONCLUSIVE, None if not needed or None in needed else max(needed))
+
+
+def fmt(est: Interval, digits: int = 1) -> str:
+    """``"12.3 [8.1, 16.0]"``; without an interval (one sample per task) says so."""
+    if not est.defined:
+        return f"{est.point:.{digits}f} [no interval at n = {est.n}]"
+    return f"{est.point:.{digits}f} [{est.lo:.{digits}f}, {est.hi:.{digits}f}]"
