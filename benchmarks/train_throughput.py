@@ -21,7 +21,9 @@ import torch
 from transformers import AutoTokenizer
 
 from cachecraft_lib.profiles import PROFILES
-from cachecraft_lib.tiny.train import Recipe, build_model, step_batches, train_step
+from cachecraft_lib.tiny.batches import step_batches
+from cachecraft_lib.tiny.recipe import Recipe
+from cachecraft_lib.tiny.train import build_model, train_step
 
 
 def batch_rate(tokenizer, recipe: Recipe, first: int, steps: int, workers: int) -> tuple[float, float]:

@@ -67,7 +67,8 @@ def _cmd_ruler_score(args: argparse.Namespace) -> int:
 
 
 def _cmd_train_tiny(args: argparse.Namespace) -> int:
-    from .tiny.train import Recipe, _recipe_json, load_recipe, train
+    from .tiny.recipe import Recipe, load_recipe, recipe_json
+    from .tiny.train import train
 
     try:
         recipe = load_recipe(args.recipe) if args.recipe else Recipe()
@@ -77,7 +78,7 @@ def _cmd_train_tiny(args: argparse.Namespace) -> int:
     if args.steps:
         recipe = recipe.scaled(args.steps)
     if args.print_recipe:
-        print(json.dumps(_recipe_json(recipe), indent=2))
+        print(json.dumps(recipe_json(recipe), indent=2))
         return 0
     try:
         out = train(args.out, recipe, resume=not args.fresh, save_every=args.save_every, threads=args.threads,

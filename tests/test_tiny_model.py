@@ -61,9 +61,9 @@ def test_shipped_weights_match_their_model_card(tiny):
 
 def test_rebuilt_card_keeps_the_earlier_measurement_as_history(tmp_path):
     from cachecraft_lib.tiny.card import write_card
-    from cachecraft_lib.tiny.train import Recipe, _recipe_json
+    from cachecraft_lib.tiny.recipe import Recipe, recipe_json
 
-    state = {"step": 7400, "elapsed_s": 3600, "parameters": 10, "recipe": _recipe_json(Recipe()), "torch": "x"}
+    state = {"step": 7400, "elapsed_s": 3600, "parameters": 10, "recipe": recipe_json(Recipe()), "torch": "x"}
     (tmp_path / "trainer_state.json").write_text(json.dumps(state))
     old = {"step": 5000, "seed": 1, "samples_per_task": 5, "scores": {"1024/no_press/0.0": {"aggregate": 41.7}}}
     (tmp_path / "quality.json").write_text(json.dumps(old))
@@ -79,15 +79,15 @@ def test_rebuilt_card_keeps_the_earlier_measurement_as_history(tmp_path):
 def test_shipped_weights_are_the_current_recipe_finished():
     """A fresh clone's `train-tiny` must find the shipped run complete under the recipe in the code, not
     refuse it as another recipe's (which would happen if the recipe changed without retraining)."""
-    from cachecraft_lib.tiny.train import Recipe, _resumable
+    from cachecraft_lib.tiny.recipe import Recipe, resumable
 
     state = json.loads((Path(resolve("tiny")) / "trainer_state.json").read_text())
-    assert _resumable(Recipe(), state) and state["step"] == Recipe().steps
+    assert resumable(Recipe(), state) and state["step"] == Recipe().steps
 
 
 def test_card_says_how_the_model_fails(tmp_path):
     from cachecraft_lib.tiny.card import failures, repeated_item, write_card
-    from cachecraft_lib.tiny.train import Recipe, _recipe_json
+    from cachecraft_lib.tiny.recipe import Recipe, recipe_json
 
     df = pd.DataFrame({
         "task": ["cwe", "cwe", "vt", "qa_1", "niah_single_1"],
@@ -102,7 +102,7 @@ def test_card_says_how_the_model_fails(tmp_path):
     assert repeated_item("7302474, 4658597, 7302474, and 4658597.") in {"7302474", "4658597"}
     assert repeated_item("1. dwarf 2. name 3. nap") is None  # list numbering is not an item
 
-    state = {"step": 1, "elapsed_s": 1, "parameters": 10, "recipe": _recipe_json(Recipe()), "torch": "x"}
+    state = {"step": 1, "elapsed_s": 1, "parameters": 10, "recipe": recipe_json(Recipe()), "torch": "x"}
     (tmp_path / "trainer_state.json").write_text(json.dumps(state))
     results = {"seed": 1, "samples_per_task": 2, "scores": {"1024/no_press/0.0": {"niah_single_1": 100.0, "cwe": 50.0, "aggregate": 75.0}},
                "failures": {"1024": found},
@@ -118,7 +118,7 @@ def test_card_says_how_the_model_fails(tmp_path):
 @pytest.mark.slow
 def test_card_rechecks_the_model_on_a_held_out_seed(tiny, tmp_path):
     from cachecraft_lib.tiny.card import EVAL_SEED, HELDOUT_SEED, heldout_scores, write_card
-    from cachecraft_lib.tiny.train import Recipe, _recipe_json
+    from cachecraft_lib.tiny.recipe import Recipe, recipe_json
 
     model, tok = tiny
     held = heldout_scores(model, tok, (1024,), 2, tasks=("niah_single_1", "vt"), progress=False)
@@ -126,7 +126,7 @@ def test_card_rechecks_the_model_on_a_held_out_seed(tiny, tmp_path):
     assert set(held["scores"]["1024"]) == {"niah_single_1", "vt", "aggregate"}
     assert held["scores"]["1024"]["niah_single_1"] == 100.0  # the shipped model finds single needles
 
-    state = {"step": 2, "elapsed_s": 1, "parameters": 10, "recipe": _recipe_json(Recipe()), "torch": "x"}
+    state = {"step": 2, "elapsed_s": 1, "parameters": 10, "recipe": recipe_json(Recipe()), "torch": "x"}
     (tmp_path / "trainer_state.json").write_text(json.dumps(state))
     old = {"step": 1, "seed": 1, "samples_per_task": 2, "scores": {"1024/no_press/0.0": {"aggregate": 40.0}},
            "heldout": {"seed": HELDOUT_SEED, "samples_per_task": 2, "scores": {"1024": {"aggregate": 35.0}}}}
@@ -143,7 +143,7 @@ def test_card_rechecks_the_model_on_a_held_out_seed(tiny, tmp_path):
 
 
 def test_shipped_model_fits_its_size_budget():
-    from cachecraft_lib.tiny.train import SHIPPED_BUDGET_MB
+    from cachecraft_lib.tiny.recipe import SHIPPED_BUDGET_MB
 
     folder = Path(resolve("tiny"))
     size = sum(p.stat().st_size for p in folder.iterdir() if p.is_file() and not p.name.startswith(".")) / 1e6
@@ -151,7 +151,7 @@ def test_shipped_model_fits_its_size_budget():
 
 
 def test_card_tables_round_like_the_bar_lines():
-    """The card printed 61.8 in its table and 61.9 in the bar line below it for one aggregate of 61.85."""
+    """A card table rounds an aggregate as the bar line below it does: 61.85 is 61.9 in both."""
     from cachecraft_lib.tiny.card import _md
 
     assert "| 61.9 |" in _md(pd.DataFrame({"aggregate": [61.85]}, index=["2048"])) and f"{61.85:.1f}" == "61.9"

@@ -11,20 +11,18 @@ import pytest
 
 from cachecraft_lib.ruler.tasks import ENTITY_DOC, GENERATORS, TaskState
 from cachecraft_lib.ruler.templates import split_context_question
-from cachecraft_lib.tiny.train import (
-    SET_TASKS,
+from cachecraft_lib.tiny.recipe import (
     Recipe,
-    SampleStream,
     Stage,
-    _lr,
-    _recipe_json,
-    _resumable,
-    _stage,
     extends,
-    qa_extra_questions,
+    lr_at,
     recipe_from_json,
-    train,
+    recipe_json,
+    resumable,
+    stage_at,
 )
+from cachecraft_lib.tiny.samples import SET_TASKS, SampleStream, qa_extra_questions
+from cachecraft_lib.tiny.train import train
 
 ASSET_TOKENIZER = "tests/assets/tokenizer"
 
@@ -38,8 +36,8 @@ def test_scaled_recipe_keeps_every_stage_and_anneals_to_zero():
     recipe = Recipe().scaled(80)
     ends = [s.until for s in recipe.stages]
     assert ends == sorted(ends) and ends[-1] == 80 and len(set(ends)) == len(ends)
-    assert [_stage(recipe, s).tasks for s in (0, 79)] == [recipe.stages[0].tasks, recipe.stages[-1].tasks]
-    lrs = [_lr(recipe, s) for s in range(81)]
+    assert [stage_at(recipe, s).tasks for s in (0, 79)] == [recipe.stages[0].tasks, recipe.stages[-1].tasks]
+    lrs = [lr_at(recipe, s) for s in range(81)]
     assert max(lrs) <= recipe.lr and lrs[-1] == 0.0 and lrs[-2] < lrs[len(lrs) // 2]
     cycles = (recipe.base_steps, *recipe.refine_ends, recipe.steps)
     assert len(cycles) >= 3 and list(cycles) == sorted(set(cycles))
@@ -94,7 +92,7 @@ def test_ordered_sets_write_set_answers_in_the_order_the_context_shows_them(task
 
 
 def test_other_orders_are_distinct_and_never_the_given_one():
-    from cachecraft_lib.tiny.train import other_orders
+    from cachecraft_lib.tiny.samples import other_orders
 
     three = other_orders(["a", "b", "c"], 10, random.Random(0))
     assert len(three) == 5 and len(set(map(tuple, three))) == 5 and ["a", "b", "c"] not in three
@@ -137,10 +135,10 @@ def test_set_orders_ask_a_list_question_again_in_other_orders(task):
 
 
 def test_every_sample_of_a_batch_gets_the_stage_flags():
-    """make_batch once dropped ``ordered_sets`` on its way to the samples; no stage flag may be lost again."""
+    """make_batch passes every stage flag on to each sample it draws (docs/embedded_model_journal.md: one was lost)."""
     from transformers import AutoTokenizer
 
-    from cachecraft_lib.tiny.train import make_batch
+    from cachecraft_lib.tiny.batches import make_batch
 
     tokenizer = AutoTokenizer.from_pretrained(ASSET_TOKENIZER)
     stage = Stage(10, ("fwe",), (768,), set_orders=2, ordered_sets=True, unlikelihood=1.0)
@@ -164,7 +162,7 @@ def test_train_checkpoints_and_resumes(tmp_path):
     assert not list(out.glob("*.tmp"))
     with pytest.raises(ValueError, match="another recipe"):
         train(tmp_path, _recipe(3), save_every=1, threads=1)  # a changed recipe is refused, not mixed in
-    from cachecraft_lib.tiny.train import load_recipe
+    from cachecraft_lib.tiny.recipe import load_recipe
     assert load_recipe(out / "trainer_state.json") == _recipe(2)  # the run's own recipe, to resume it by
     log = (out / "train_log.csv").read_text().splitlines()
     assert log[0].startswith("step,loss") and [r.split(",")[0] for r in log[1:]] == ["1", "2"]
@@ -179,13 +177,13 @@ def test_a_recipe_extends_another_only_if_every_step_done_is_the_same():
     done = Recipe().scaled(40)
     stages = (*done.stages[:-1], replace(done.stages[-1], until=50))
     longer = replace(done, steps=60, refine_ends=(*done.refine_ends, 40), stages=(*stages, replace(stages[-1], until=60)))
-    assert extends(longer, done, 40) and recipe_from_json(_recipe_json(longer)) == longer
+    assert extends(longer, done, 40) and recipe_from_json(recipe_json(longer)) == longer
     assert not extends(replace(longer, refine_ends=done.refine_ends), done, 40)  # its cooldown would move
     assert not extends(replace(longer, refine_lr=1e-4), done, 40)
     assert not extends(replace(longer, hidden_size=128), done, 40)
     assert not extends(replace(longer, stages=(replace(longer.stages[0], lengths=(256,)), *longer.stages[1:])), done, 40)
     assert not extends(replace(done, steps=30), done, 40)
-    assert not _resumable(longer, {"step": 40, "recipe": {**_recipe_json(done), "future_field": 1}})
+    assert not resumable(longer, {"step": 40, "recipe": {**recipe_json(done), "future_field": 1}})
 
 
 @pytest.mark.slow
@@ -201,7 +199,7 @@ def test_interrupted_training_resumes_from_its_checkpoint(tmp_path):
 def test_block_mask_lets_a_question_see_the_context_and_itself_only():
     import torch
 
-    from cachecraft_lib.tiny.train import block_causal_mask
+    from cachecraft_lib.tiny.batches import block_causal_mask
 
     blocks = torch.tensor([[0, 0, 1, 1, 2, -1]])
     allowed = (block_causal_mask(blocks) == 0)[0, 0].int().tolist()
@@ -217,7 +215,7 @@ def test_worker_processes_build_exactly_the_batches_of_one_process():
     import torch
     from transformers import AutoTokenizer
 
-    from cachecraft_lib.tiny.train import make_batch, step_batches
+    from cachecraft_lib.tiny.batches import make_batch, step_batches
 
     tokenizer = AutoTokenizer.from_pretrained(ASSET_TOKENIZER)
     recipe = _recipe(6)
@@ -242,7 +240,7 @@ def test_the_trained_weights_do_not_depend_on_the_data_workers(tmp_path):
 
 def test_recipe_file_overrides_the_shipped_recipe_and_bad_files_say_why(tmp_path, capsys):
     from cachecraft_lib.cli import main
-    from cachecraft_lib.tiny.train import load_recipe
+    from cachecraft_lib.tiny.recipe import load_recipe
 
     good = tmp_path / "gpu.json"
     good.write_text(json.dumps({"num_layers": 8, "batch_tokens": 32768}))
@@ -299,7 +297,7 @@ def test_the_fifth_and_sixth_cycles_continue_the_step_10800_run():
     """The shipped weights (step 12,200) were trained on top of the step-10,800 model of earlier sessions:
     the recipe must still train every one of those 10,800 steps exactly as before, and each added cycle
     must weight what it was for (lists; then the 2048-token misses) and anneal to 0 at its end."""
-    from cachecraft_lib.tiny.train import TASKS
+    from cachecraft_lib.ruler.templates import TASKS
 
     now = Recipe()
     before = replace(now, steps=10800, refine_ends=(7400, 9200, 10000), stages=now.stages[:-2])
@@ -309,8 +307,8 @@ def test_the_fifth_and_sixth_cycles_continue_the_step_10800_run():
     assert max(sixth, key=sixth.get) == "niah_multikey_3" and min(now.stages[-1].lengths) == 1024
     assert not any(st.set_orders for st in now.stages)  # tried on top of them (README), not shipped
     for end in (10800, 11600, 12200):  # each cycle cools to ~0 at its end, the next re-warms
-        assert 0 < _lr(now, end - 1) < 0.01 * now.refine_lr
-    assert _lr(now, 11600 + now.refine_warmup) == pytest.approx(now.refine_lr)
+        assert 0 < lr_at(now, end - 1) < 0.01 * now.refine_lr
+    assert lr_at(now, 11600 + now.refine_warmup) == pytest.approx(now.refine_lr)
 
 
 @pytest.mark.parametrize("task", ["niah_multivalue", "vt", "cwe", "fwe"])
@@ -318,7 +316,7 @@ def test_repeat_tokens_name_the_token_where_writing_an_earlier_item_again_would_
     from transformers import AutoTokenizer
 
     from cachecraft_lib.tiny.render import answer_text
-    from cachecraft_lib.tiny.train import repeat_tokens
+    from cachecraft_lib.tiny.samples import repeat_tokens
 
     tokenizer = AutoTokenizer.from_pretrained(ASSET_TOKENIZER)
     text, items = GENERATORS[task].build(60, random.Random(4), TaskState(1024, 9))
@@ -349,7 +347,7 @@ def test_rows_mark_repeats_inside_list_answers_only_and_keep_the_same_tokens():
 def test_repeat_loss_is_the_unlikelihood_of_the_avoided_tokens_and_pushes_them_down():
     import torch
 
-    from cachecraft_lib.tiny.train import repeat_loss
+    from cachecraft_lib.tiny.losses import repeat_loss
 
     logits = torch.tensor([[[2.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0]]], requires_grad=True)
     avoid = torch.tensor([[[0, 2], [-1, -1]]])
@@ -368,7 +366,9 @@ def test_an_unlikelihood_stage_adds_the_loss_to_its_batches():
     import torch
     from transformers import AutoTokenizer
 
-    from cachecraft_lib.tiny.train import build_model, make_batch, weighted_loss
+    from cachecraft_lib.tiny.batches import make_batch
+    from cachecraft_lib.tiny.losses import weighted_loss
+    from cachecraft_lib.tiny.train import build_model
 
     tokenizer = AutoTokenizer.from_pretrained(ASSET_TOKENIZER)
     recipe = replace(_recipe(10), stages=(Stage(10, ("cwe", "fwe"), (768,), unlikelihood=2.0),))

@@ -197,7 +197,7 @@ def write_card(model_dir: str | Path, results: dict, smoke: dict[str, float], se
 
 def _refine_line(recipe: dict) -> str:
     """The refine cycles after the base run, each ending with the lr at 0 (empty when there are none)."""
-    from .train import recipe_from_json, refine_cycles
+    from .recipe import recipe_from_json, refine_cycles
 
     ends = [end for _, end in refine_cycles(recipe_from_json(recipe))]
     if not ends:
