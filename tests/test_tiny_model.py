@@ -10,7 +10,7 @@ import pytest
 
 from cachecraft_lib.models import load_model, resolve
 from cachecraft_lib.ruler import generate
-from cachecraft_lib.tiny.card import smoke_scores
+from cachecraft_lib.tiny.measure import smoke_scores
 from cachecraft_lib.tiny.render import answer_text, render_ids
 
 QUALITY = resolve("tiny") + "/quality.json"
@@ -86,7 +86,8 @@ def test_shipped_weights_are_the_current_recipe_finished():
 
 
 def test_card_says_how_the_model_fails(tmp_path):
-    from cachecraft_lib.tiny.card import failures, repeated_item, write_card
+    from cachecraft_lib.tiny.card import write_card
+    from cachecraft_lib.tiny.measure import failures, repeated_item
     from cachecraft_lib.tiny.recipe import Recipe, recipe_json
 
     df = pd.DataFrame({
@@ -117,7 +118,8 @@ def test_card_says_how_the_model_fails(tmp_path):
 
 @pytest.mark.slow
 def test_card_rechecks_the_model_on_a_held_out_seed(tiny, tmp_path):
-    from cachecraft_lib.tiny.card import EVAL_SEED, HELDOUT_SEED, heldout_scores, write_card
+    from cachecraft_lib.tiny.card import write_card
+    from cachecraft_lib.tiny.measure import EVAL_SEED, HELDOUT_SEED, heldout_scores
     from cachecraft_lib.tiny.recipe import Recipe, recipe_json
 
     model, tok = tiny
@@ -152,17 +154,18 @@ def test_shipped_model_fits_its_size_budget():
 
 def test_card_tables_round_like_the_bar_lines():
     """A card table rounds an aggregate as the bar line below it does: 61.85 is 61.9 in both."""
-    from cachecraft_lib.tiny.card import _md
+    from cachecraft_lib.tiny.card import md_table
 
-    assert "| 61.9 |" in _md(pd.DataFrame({"aggregate": [61.85]}, index=["2048"])) and f"{61.85:.1f}" == "61.9"
+    assert "| 61.9 |" in md_table(pd.DataFrame({"aggregate": [61.85]}, index=["2048"])) and f"{61.85:.1f}" == "61.9"
 
 
 @pytest.mark.slow
 def test_compression_still_matters_on_the_shipped_weights(tiny):
     """The half of the bar the shipped weights meet: StreamingLLM at r = 0.88 keeps only the start and the end
     of the context, so needles in between are lost and it scores far below no compression (card: 6 vs 75)."""
+    from cachecraft_lib.presses import make_press
     from cachecraft_lib.ruler import score
-    from cachecraft_lib.tiny.card import EVAL_SEED, make_press, predict
+    from cachecraft_lib.tiny.measure import EVAL_SEED, predict
 
     model, tok = tiny
     df = generate(1024, tok, samples_per_task=2, seed=EVAL_SEED, tasks=["niah_single_1", "niah_multikey_1"])
@@ -217,8 +220,8 @@ def test_the_shipped_model_knows_more_of_a_list_than_it_writes(tiny):
     decoding that may not repeat a word finds more of the list (measured 15 -> 35; card, 5 samples: 10 -> 36).
     Greedy here must equal the pipeline's answers, so the same samples score as in the card's table."""
     from cachecraft_lib.ruler import score
-    from cachecraft_lib.tiny.card import EVAL_SEED, predict
     from cachecraft_lib.tiny.diagnose import no_repeat_recall
+    from cachecraft_lib.tiny.measure import EVAL_SEED, predict
 
     model, tok = tiny
     table = no_repeat_recall(model, tok, (1024,), 2, tasks=("cwe",))

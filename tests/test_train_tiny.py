@@ -270,11 +270,11 @@ def test_recipe_file_overrides_the_shipped_recipe_and_bad_files_say_why(tmp_path
 
 
 def test_model_card_says_where_the_model_was_trained():
-    from cachecraft_lib.tiny.card import _trained_on
+    from cachecraft_lib.tiny.card import trained_on
 
-    assert _trained_on({"device": "cuda (NVIDIA H200)", "threads": 16}) == "cuda (NVIDIA H200)"
-    assert _trained_on({"device": "cpu", "threads": 2}) == "2 CPU thread(s)"
-    assert _trained_on({"threads": 2}) == "2 CPU thread(s)"  # states written before the device was recorded
+    assert trained_on({"device": "cuda (NVIDIA H200)", "threads": 16}) == "cuda (NVIDIA H200)"
+    assert trained_on({"device": "cpu", "threads": 2}) == "2 CPU thread(s)"
+    assert trained_on({"threads": 2}) == "2 CPU thread(s)"  # states written before the device was recorded
 
 
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="checks the message for a machine without CUDA")

@@ -1,113 +1,16 @@
-"""Measure the embedded model through KVPress's pipeline and write its model card.
-
-The quality numbers come from freshly generated offline RULER at the ``cpu`` profile's lengths with
-seeds the training never used (training draws ``Random(recipe.seed * 1_000_003 + step)``), scored
-with RULER's metrics. Compression checks: StreamingLLM at r = 0.88 must fall far below no
-compression, SnapKV at r = 0.25 must stay close to it.
-"""
+"""Write the embedded model's card (README.md and quality.json) from its measurements (``cachecraft tiny-card``)."""
 
 from __future__ import annotations
 
 import json
-import re
 import time
-from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
-from tqdm.auto import tqdm
 
-from ..ruler import generate, score
-from ..ruler.scoring import as_refs, clean_prediction, metric_for
 from ..ruler.tasks import SUBSTITUTES
-
-EVAL_SEED = 987_654  # never a training seed
-HELDOUT_SEED = 424_242  # a second unseen seed with more samples: picks between checkpoints, tells noise from progress
-SMOKE_CHECK = {"length": 1024, "samples_per_task": 2, "tasks": ("niah_single_1", "niah_multikey_2", "vt")}
-
-
-def make_press(name: str, ratio: float):
-    """The few KVPress presses the card needs (the full registry lives in ``cachecraft_lib.presses``)."""
-    from kvpress import SnapKVPress, StreamingLLMPress
-
-    return {"no_press": lambda: None, "streaming_llm": lambda: StreamingLLMPress(ratio),
-            "snapkv": lambda: SnapKVPress(ratio)}[name]()
-
-
-def predict(model: Any, tokenizer: Any, df: pd.DataFrame, press: Any = None, progress: bool = True,
-            pipeline: type | None = None) -> list[str]:
-    """Greedy answers through KVPress's ``KVPressTextGenerationPipeline`` (no chat template: bos + context),
-    or through a subclass of it (``pipeline``)."""
-    from kvpress import KVPressTextGenerationPipeline
-
-    pipe = (pipeline or KVPressTextGenerationPipeline)(model=model, tokenizer=tokenizer, device=model.device)
-    out = []
-    for row in tqdm(list(df.itertuples()), desc="predict", disable=not progress, leave=False):
-        result = pipe(row.context, question=row.question, answer_prefix=row.answer_prefix, press=press,
-                      max_new_tokens=int(row.max_new_tokens))
-        out.append(result["answer"])
-    return out
-
-
-def measure(model: Any, tokenizer: Any, lengths: tuple[int, ...], samples_per_task: int,
-            tasks: tuple[str, ...] | None = None, seed: int = EVAL_SEED, progress: bool = True) -> dict:
-    """Per-task RULER scores at each length: no compression, StreamingLLM 0.88, SnapKV 0.25."""
-    settings = (("no_press", 0.0), ("streaming_llm", 0.88), ("snapkv", 0.25))
-    results: dict[str, Any] = {"seed": seed, "samples_per_task": samples_per_task, "scores": {}, "failures": {}}
-    for length in lengths:
-        df = generate(length, tokenizer, samples_per_task=samples_per_task, seed=seed, tasks=tasks)
-        for name, ratio in settings:
-            answered = df.assign(predicted_answer=predict(model, tokenizer, df, make_press(name, ratio), progress=progress))
-            results["scores"][f"{length}/{name}/{ratio}"] = score(answered)
-            if name == "no_press":
-                results["failures"][str(length)] = failures(answered)
-    return results
-
-
-def heldout_scores(model: Any, tokenizer: Any, lengths: tuple[int, ...], samples_per_task: int,
-                   tasks: tuple[str, ...] | None = None, progress: bool = True) -> dict:
-    """Uncompressed RULER scores per length on ``HELDOUT_SEED``: the check that chose the shipped
-    checkpoint, with more samples per task than the card's main table (5 samples make one miss 20 points)."""
-    scores = {}
-    for length in lengths:
-        df = generate(length, tokenizer, samples_per_task=samples_per_task, seed=HELDOUT_SEED, tasks=tasks)
-        scores[str(length)] = score(df.assign(predicted_answer=predict(model, tokenizer, df, None, progress=progress)))
-    return {"seed": HELDOUT_SEED, "samples_per_task": samples_per_task, "scores": scores}
-
-
-def repeated_item(prediction: str) -> str | None:
-    """An item a list answer writes twice (words or numbers of three characters or more, so list
-    numbering does not count): the tiny model's typical miss on multivalue/multiquery/vt/cwe/fwe,
-    where it finds one item and then cannot tell which ones it has already written."""
-    items = re.findall(r"[A-Za-z0-9][\w'-]{2,}", prediction)
-    item, count = Counter(items).most_common(1)[0] if items else ("", 0)
-    return item if count >= 2 else None
-
-
-def failures(df: pd.DataFrame) -> dict[str, dict]:
-    """Per task: how many answers missed a reference, how many of those write one item twice, and the
-    first miss (expected vs predicted), so the card says *how* the model fails, not only how often."""
-    out: dict[str, dict] = {}
-    for task, rows in df.groupby("task", sort=False):
-        missed = []
-        for row in rows.itertuples():
-            refs, pred = as_refs(row.answer), clean_prediction(row.predicted_answer or "")
-            if metric_for(str(task))([pred], [refs]) < 100:
-                missed.append((refs, pred))
-        if missed:
-            refs, pred = missed[0]
-            out[str(task)] = {"missed": len(missed), "of": len(rows),
-                              "repeating": sum(repeated_item(p) is not None for _, p in missed),
-                              "example": {"expected": refs, "predicted": pred[:120]}}
-    return out
-
-
-def smoke_scores(model: Any, tokenizer: Any) -> dict[str, float]:
-    """A small, deterministic no-compression measurement stored in the card and re-checked by a test."""
-    df = generate(SMOKE_CHECK["length"], tokenizer, samples_per_task=SMOKE_CHECK["samples_per_task"],
-                  seed=EVAL_SEED, tasks=SMOKE_CHECK["tasks"])
-    return score(df.assign(predicted_answer=predict(model, tokenizer, df, None, progress=False)))
+from .measure import SMOKE_CHECK, heldout_scores, measure, smoke_scores
+from .recipe import recipe_from_json, refine_cycles
 
 
 def uncompressed_bar(scores: dict[str, float]) -> tuple[float, bool]:
@@ -162,7 +65,7 @@ def write_card(model_dir: str | Path, results: dict, smoke: dict[str, float], se
         f"characters, {recipe['vocab_size']} entries.", "",
         "## Training", "",
         f"- Steps done: {state['step']} of {recipe['steps']} (batches of about {recipe['batch_tokens']} tokens), "
-        f"training time {state['elapsed_s'] / 3600:.1f} h on {_trained_on(state)}, torch "
+        f"training time {state['elapsed_s'] / 3600:.1f} h on {trained_on(state)}, torch "
         f"{state['torch']}. Reproduce with `cachecraft train-tiny` (seed {recipe['seed']}, resumable): a rerun "
         "sees the same data and schedule, but floating-point results differ across thread counts, devices and restarts.",
         "- Data: offline RULER, all 13 tasks, rendered exactly as KVPress's pipeline renders a row without a chat "
@@ -182,7 +85,7 @@ def write_card(model_dir: str | Path, results: dict, smoke: dict[str, float], se
         "At 1024 tokens RULER's cwe task keeps only a short word list (its one-shot example takes a large",
         "share), which is RULER's own behaviour at short lengths.", "",
         f"## Quality (offline RULER, seed {results['seed']}, {results['samples_per_task']} samples per task)", "",
-        _md(table),
+        md_table(table),
         "", "Columns are `length/method/compression ratio`; scores are RULER's string_match x 100.", "",
         "Quality bar (aggregate >= 80, every NIAH task >= 90, StreamingLLM 0.88 far below, SnapKV 0.25 close):",
         *quality_bar(results), "",
@@ -197,8 +100,6 @@ def write_card(model_dir: str | Path, results: dict, smoke: dict[str, float], se
 
 def _refine_line(recipe: dict) -> str:
     """The refine cycles after the base run, each ending with the lr at 0 (empty when there are none)."""
-    from .recipe import recipe_from_json, refine_cycles
-
     ends = [end for _, end in refine_cycles(recipe_from_json(recipe))]
     if not ends:
         return ""
@@ -250,7 +151,7 @@ def _heldout_lines(heldout: dict | None) -> list[str]:
         bar.append(f"- {length} tokens: aggregate {s['aggregate']:.1f}, worst NIAH {niah:.1f} -> {'met' if met else 'NOT met'}")
     return [f"## Held-out check (seed {heldout['seed']}, {heldout['samples_per_task']} samples per task, no compression)",
             "", "A second unseen seed with more samples per task, less noisy than the table above; checkpoints "
-            "are chosen on it.", "", _md(table), "", *bar, ""]
+            "are chosen on it.", "", md_table(table), "", *bar, ""]
 
 
 def _failure_lines(failures: dict[str, dict]) -> list[str]:
@@ -265,7 +166,7 @@ def _failure_lines(failures: dict[str, dict]) -> list[str]:
     return ["## How it fails (no compression)", "",
             "Answers that missed a reference, of all answers; in brackets, how many of the misses write one item "
             "twice (the model finds an item, then writes it again instead of the next one):",
-            "", _md(table), "", f"First miss per task at {longest} tokens:", "", *examples, ""]
+            "", md_table(table), "", f"First miss per task at {longest} tokens:", "", *examples, ""]
 
 
 NO_REPEAT_COLUMNS = (("greedy", "greedy"), ("no_repeats", "no repeats"))  # no_repeat_recall's columns, card headers
@@ -284,7 +185,7 @@ def _no_repeat_lines(records: list[dict]) -> list[str]:
             "task, card seed, no compression, `cachecraft_lib.tiny.diagnose`). Where banning lifts the score, "
             "words not yet written come next in the model's ranking, though teacher-forced it seldom ranks the "
             "right item first (cwe, fwe: the repository README, unlikelihood training); where banning does not "
-            "lift it, the items are not found:", "", _md(table), ""]
+            "lift it, the items are not found:", "", md_table(table), ""]
 
 
 def _history_lines(history: list[dict], current: dict) -> list[str]:
@@ -299,10 +200,10 @@ def _history_lines(history: list[dict], current: dict) -> list[str]:
         return pd.Series({**r["aggregate"], **held})
 
     table = pd.DataFrame({f"step {r['step']}": column(r) for r in [*history, now]})
-    return ["## Aggregate over training", "", _md(table), ""]
+    return ["## Aggregate over training", "", md_table(table), ""]
 
 
-def _trained_on(state: dict) -> str:
+def trained_on(state: dict) -> str:
     """Where the last checkpoint was trained: a GPU's name, or the CPU thread count (older states have only that)."""
     device = state.get("device", "cpu")
     return device if not device.startswith("cpu") else f"{state.get('threads', '?')} CPU thread(s)"
@@ -313,7 +214,7 @@ def _size_mb(folder: Path) -> float:
                and p.suffix in {".safetensors", ".json"}) / 1e6
 
 
-def _md(table: pd.DataFrame) -> str:
+def md_table(table: pd.DataFrame) -> str:
     from ..report import to_markdown
 
     return to_markdown(table, floatfmt=".1f")  # formatted like the bar lines (numpy rounds 61.85 down)
@@ -329,7 +230,7 @@ def build_card(model_dir: str | Path, lengths: tuple[int, ...] = (1024, 2048), s
     results = measure(model, tokenizer, lengths, samples_per_task, progress=progress)
     smoke = smoke_scores(model, tokenizer)
     heldout = heldout_scores(model, tokenizer, lengths, heldout_samples, progress=progress) if heldout_samples else None
-    from .diagnose import no_repeat_recall  # imports this module
+    from .diagnose import no_repeat_recall
 
     results["no_repeats"] = no_repeat_recall(model, tokenizer, lengths, samples_per_task).to_dict("records")
     return write_card(model_dir, results, smoke, time.time() - start, heldout)

@@ -16,7 +16,7 @@ import pandas as pd
 
 from ..pipeline import NoRepeatPipeline
 from ..ruler import generate, score
-from .card import EVAL_SEED, predict
+from .measure import EVAL_SEED, predict
 
 LIST_TASKS = ("vt", "cwe", "fwe")  # answers of several words; NIAH's digit values are single-token pieces
 
