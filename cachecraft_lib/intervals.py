@@ -150,14 +150,18 @@ class Verdict:
     def __str__(self) -> str:
         if self.verdict != INCONCLUSIVE:
             return self.verdict
-        return f"{INCONCLUSIVE} ({'~' + str(self.needed) if self.needed else 'many more'} samples per task would resolve it)"
+        return f"{INCONCLUSIVE} ({'~' + str(self.needed) + ' samples per task would resolve it' if self.needed else 'no sample size estimate'})"
 
 
 def judge(est: Interval, low: float = -math.inf, high: float = math.inf) -> Verdict:
-    """Does the interval support the claim ``low < value < high``, exclude it, or allow both?"""
+    """Does the interval support the claim ``low < value < high``, exclude it, or allow both?
+
+    An interval that touches a boundary allows both, like a difference interval that includes 0 shares a rank:
+    ``[0, 0]`` (two methods scoring alike on every sample) neither supports nor contradicts "a beats b".
+    """
     if est.defined and low < est.lo and est.hi < high:
         return Verdict(REPRODUCED)
-    if est.defined and (est.hi <= low or est.lo >= high):
+    if est.defined and (est.hi < low or est.lo > high):
         return Verdict(CONTRADICTED)
     return Verdict(INCONCLUSIVE, samples_to_resolve(est, low, high))
 

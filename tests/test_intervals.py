@@ -99,7 +99,9 @@ def test_format():
 def test_judge_on_hand_made_intervals():
     assert judge(Interval(5, 1, 9, 10), low=0).verdict == REPRODUCED
     assert judge(Interval(-5, -9, -1, 10), low=0).verdict == CONTRADICTED
-    assert judge(Interval(-5, -9, 0, 10), low=0).verdict == CONTRADICTED  # only 0 left, and 0 is not > 0
+    # an interval touching the boundary allows both; an exact tie cannot be resolved by more samples
+    assert judge(Interval(-5, -9, 0, 10), low=0).verdict == INCONCLUSIVE
+    assert judge(Interval(0, 0, 0, 10), low=0) == Verdict(INCONCLUSIVE, None)
     assert judge(Interval(0.5, -1, 1.8, 10), low=-2, high=2).verdict == REPRODUCED
     assert judge(Interval(6, 3, 9, 10), low=-2, high=2).verdict == CONTRADICTED
     # half-width 10 below the point, 5 from the boundary: n * (10 / 5)^2 = 40 samples per task
