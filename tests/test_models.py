@@ -14,7 +14,7 @@ def test_hub_model_unreachable_is_a_clear_error(monkeypatch):
 
     monkeypatch.setattr(dataset, "hub_reachable", lambda timeout=3.0: False)  # as on this machine and in CI
     start = time.time()
-    with pytest.raises(ModelUnavailable, match="huggingface-cli login"):
+    with pytest.raises(ModelUnavailable, match="hf auth login"):
         load_model("meta-llama/Llama-3.1-8B-Instruct-does-not-exist")
     assert time.time() - start < 20  # no half-minute of retries
 
