@@ -1,8 +1,10 @@
-"""Turn grid results into the paper's tables, each beside the paper's own numbers (``data/paper_numbers.csv``).
+"""Turn grid results into the paper's tables, each with its uncertainty and beside the paper's own numbers.
 
-Every function takes the summary DataFrame of ``evaluate.load_results`` (one row per cell) and returns
-a pandas table; notebooks only display, plot and save them. A verdict per claim says whether the
-claim is reproduced, not reproduced, or not measurable with the results at hand.
+Every table with a number a reader compares takes the per-sample table of ``grid.samples.load_samples``
+(one row per cell and sample) and computes its estimates and 95% intervals with the one paired bootstrap
+of ``intervals.paired_bootstrap``; only ``per_task_table`` reads the summary of ``load_results``. The
+claims of Takeaways 1 and 2 are judged in ``claims``. The stand-in's cells sit beside the paper's by a
+stated correspondence (1024 <-> 4096, 2048 <-> 8192, for each paper model), never as a match.
 """
 
 from __future__ import annotations
@@ -12,12 +14,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .intervals import NOT_MEASURABLE, Bootstrap, Interval, fmt, judge, paired_bootstrap
 from .paths import REPO
 from .profiles import PAPER_MODELS
 
 PAPER_NUMBERS = REPO / "data" / "paper_numbers.csv"
 TIE_POINTS = 1.0  # "within about 1 point"
 MIN_MEASURABLE = 25.0  # below this uncompressed score, method differences are noise, not evidence
+PAPER_NAMES = {"llama": PAPER_MODELS[0], "qwen": PAPER_MODELS[1]}
+STAND_IN_LENGTHS = {1024: 4096, 2048: 8192}  # the embedded model's lengths, in the paper's 1:2 ratio
+CELL_COLUMNS = ["cell", "model", "length", "method", "ratio"]
+_NA = Interval(np.nan, np.nan, np.nan, 0)  # a cell the table lacks
 
 
 def paper_numbers(table: str | None = None, path: Path = PAPER_NUMBERS) -> pd.DataFrame:
@@ -32,55 +39,123 @@ def model_family(model: str) -> str:
     return "llama" if "llama-3" in low else "qwen" if "qwen" in low else Path(model).name
 
 
-def paper_length(length: int, lengths: tuple[int, ...]) -> int:
-    """Map a profile length to the paper's (4096/8192) by rank: the embedded 1024/2048 stand in for them."""
-    order = sorted(lengths)
-    return (4096, 8192)[order.index(length)] if len(order) == 2 and length in order else length
+def correspondences(model: str, length: int) -> list[tuple[str, int, str]]:
+    """The paper cells a (model, length) is read beside: (family, paper length, how they correspond).
 
-
-def compressed(results: pd.DataFrame) -> pd.DataFrame:
-    return results[results.method != "no_press"]
-
-
-def rank_table(results: pd.DataFrame, methods: list[str]) -> pd.DataFrame:
-    """FRC's rank among the compressed methods in each (model, length, ratio) cell; 1 = best.
-
-    Also the spread (best - worst) of the cell, since the paper calls r <= 0.50 a tie (within ~1 point).
+    A paper model maps to itself; the stand-in maps to both paper models at the corresponding length.
     """
+    fam = model_family(model)
+    if fam in PAPER_NAMES:
+        return [(fam, length, "same model and length")] if length in STAND_IN_LENGTHS.values() else []
+    if length not in STAND_IN_LENGTHS:
+        return []
+    plen = STAND_IN_LENGTHS[length]
+    return [(f, plen, f"correspondence, not a match: {length} <-> {plen}, {Path(model).name} stands in for "
+             f"{PAPER_NAMES[f].split('/')[-1]}") for f in PAPER_NAMES]
+
+
+def cells_of(samples: pd.DataFrame) -> pd.DataFrame:
+    """One row per cell of a per-sample table: cell, model, length, method, ratio."""
+    if not {"score", "index", *CELL_COLUMNS} <= set(samples.columns):
+        raise TypeError("expected the per-sample table of grid.samples.load_samples (cell, ..., index, score), "
+                        f"got columns {list(samples.columns)}")
+    return samples.drop_duplicates("cell")[CELL_COLUMNS].reset_index(drop=True)
+
+
+def cells_at(cells: pd.DataFrame, ratio: float) -> dict[str, str]:
+    """method -> cell at ``ratio`` (plus no compression) within one (model, length)."""
+    hit = cells[np.isclose(cells.ratio, ratio) | (cells.method == "no_press")]
+    return dict(zip(hit.method, hit.cell, strict=True))
+
+
+def _columns(prefix: str, est: Interval) -> dict[str, float]:
+    return {prefix: est.point, f"{prefix}_lo": est.lo, f"{prefix}_hi": est.hi}
+
+
+def no_press_scores(samples: pd.DataFrame, boot: Bootstrap | None = None) -> dict[tuple[str, int], Interval]:
+    """No compression per (model, length): the level below which nothing is measurable."""
+    cells = cells_of(samples)
+    boot = boot or paired_bootstrap(samples)
+    full = cells[cells.method == "no_press"]
+    return {(r.model, r.length): boot.mean(r.cell) for r in full.itertuples()}
+
+
+def curve_points(samples: pd.DataFrame) -> pd.DataFrame:
+    """Every cell's aggregate with its interval: the points (and bands) of RULER against the ratio."""
+    cells, boot = cells_of(samples), paired_bootstrap(samples)
+    est = [boot.mean(c) for c in cells.cell]
+    return cells.assign(aggregate=[e.point for e in est], lo=[e.lo for e in est], hi=[e.hi for e in est],
+                        n=[e.n for e in est]).sort_values(["model", "length", "method", "ratio"], ignore_index=True)
+
+
+def rank_table(samples: pd.DataFrame, methods: list[str]) -> pd.DataFrame:
+    """FRC's rank among the compressed methods of each (model, length, ratio) cell; 1 = best.
+
+    A rank is shared with every method whose paired difference to FRC has an interval that includes 0,
+    so the rank is a range (``frc_rank_best`` to ``frc_rank_worst``); ``frc_rank`` is the point estimate's.
+    ``spread`` is the best minus the worst method (by point), with its interval.
+    """
+    cells, boot = cells_of(samples), paired_bootstrap(samples)
+    sub = cells[cells.method.isin(methods) & (cells.method != "no_press")]
     rows = []
-    sub = compressed(results[results.method.isin(methods)])
-    for (model, length, ratio), cell in sub.groupby(["model", "length", "ratio"]):
-        scores = cell.set_index("method")["aggregate"]
-        if "frc" not in scores:
+    for (model, length, ratio), g in sub.groupby(["model", "length", "ratio"]):
+        by = dict(zip(g.method, g.cell, strict=True))
+        if "frc" not in by:
             continue
-        rank = int((scores > scores["frc"]).sum()) + 1
-        rows.append({"model": Path(model).name, "length": length, "ratio": ratio, "frc": scores["frc"],
-                     "best_other": scores.drop("frc").max() if len(scores) > 1 else np.nan,
-                     "frc_rank": rank, "methods": len(scores), "spread": scores.max() - scores.min()})
+        point = {m: boot.mean(c).point for m, c in by.items()}
+        diffs = {m: boot.diff(by["frc"], c) for m, c in by.items() if m != "frc"}
+        ahead = sorted(m for m, d in diffs.items() if d.defined and d.hi < 0)
+        behind = sorted(m for m, d in diffs.items() if d.defined and d.lo > 0)
+        shared = sorted(set(diffs) - set(ahead) - set(behind))
+        best, worst = 1 + len(ahead), 1 + len(ahead) + len(shared)
+        top, bottom = max(point, key=point.get), min(point, key=point.get)
+        rows.append({"model": Path(model).name, "length": length, "ratio": ratio, **_columns("frc", boot.mean(by["frc"])),
+                     "best_other": max((point[m] for m in diffs), default=np.nan),
+                     "frc_rank": 1 + sum(point[m] > point["frc"] for m in diffs),
+                     "frc_rank_best": best, "frc_rank_worst": worst,
+                     "frc_rank_range": str(best) if best == worst else f"{best}-{worst}",
+                     "shares_rank_with": ", ".join(shared), "methods": len(by),
+                     **_columns("spread", boot.diff(by[top], by[bottom]))})
     return pd.DataFrame(rows)
 
 
-def r088_table(results: pd.DataFrame, lengths: tuple[int, ...], ratio: float = 0.88) -> pd.DataFrame:
-    """No compression, FRC, the best baseline and FRC's gain at ``ratio``, beside the paper's row."""
-    paper = paper_numbers("main_r088")
-    rows = []
-    for (model, length), cell in results.groupby(["model", "length"]):
-        at = cell[(cell.ratio == ratio) | (cell.method == "no_press")].set_index("method")["aggregate"]
-        base = at.drop([m for m in ("frc", "no_press") if m in at])
-        fam, plen = model_family(model), paper_length(length, lengths)
-        p = paper[(paper.model == fam) & (paper.length == plen)]
-        p_best = p[(p.metric == "ruler") & ~p.method.isin(["frc", "no_press"])]
-        rows.append({
-            "model": Path(model).name, "length": length,
-            "no_press": at.get("no_press", np.nan), "frc": at.get("frc", np.nan),
-            "best_baseline": base.idxmax() if len(base) else "", "best_score": base.max() if len(base) else np.nan,
-            "gain": at.get("frc", np.nan) - (base.max() if len(base) else np.nan),
-            "paper_cell": f"{fam} {plen}" if len(p) else "",
-            "paper_no_press": _pick(p, "no_press"), "paper_frc": _pick(p, "frc"),
-            "paper_best": f"{p_best.method.iloc[0]} {p_best.value.iloc[0]}" if len(p_best) else "",
-            "paper_gain": _pick(p, "frc", "gain_over_best_baseline"),
-        })
+def r088_table(samples: pd.DataFrame, ratio: float = 0.88) -> pd.DataFrame:
+    """No compression, FRC, the best baseline and FRC's gain with its interval, beside the paper's row(s).
+
+    The best baseline is the compressed non-FRC method with the highest point estimate; the gain is FRC minus
+    it, paired. ``gain_verdict`` judges the paper's claim that FRC beats the best baseline (gain > 0).
+    """
+    cells, boot = cells_of(samples), paired_bootstrap(samples)
+    paper, rows = paper_numbers("main_r088"), []
+    for (model, length), g in cells.groupby(["model", "length"]):
+        by = cells_at(g, ratio)
+        full = boot.mean(by["no_press"]) if "no_press" in by else None
+        base = {m: boot.mean(c).point for m, c in by.items() if m not in ("frc", "no_press")}
+        best = max(base, key=base.get) if base else ""
+        gain = boot.diff(by["frc"], by[best]) if best and "frc" in by else None
+        ours = {"model": Path(model).name, "length": length, **_columns("no_press", full or _NA),
+                **_columns("frc", boot.mean(by["frc"]) if "frc" in by else _NA),
+                "best_baseline": best, "best_score": base.get(best, np.nan), **_columns("gain", gain or _NA),
+                "gain [95% CI]": fmt(gain) if gain else "", "gain_verdict": _gain_verdict(gain, full)}
+        pairs = correspondences(model, length) or [("", 0, "no paper cell corresponds")]
+        rows += [{**ours, "correspondence": note, **_paper_cell(paper, fam, plen)} for fam, plen, note in pairs]
     return pd.DataFrame(rows)
+
+
+def _gain_verdict(gain: Interval | None, full: Interval | None) -> str:
+    if gain is None or full is None:
+        return ""
+    return NOT_MEASURABLE if full.point < MIN_MEASURABLE else judge(gain, low=0).verdict
+
+
+def _paper_cell(paper: pd.DataFrame, fam: str, plen: int) -> dict[str, object]:
+    """The paper's no compression, FRC, best baseline and gain at one (family, length)."""
+    p = paper[(paper.model == fam) & (paper.length.astype(str) == str(plen))]  # the column also holds "all"
+    best = p[(p.metric == "ruler") & ~p.method.isin(["frc", "no_press"]) & (p.source == "Table r=0.88")]
+    return {"paper_model": PAPER_NAMES[fam].split("/")[-1] if fam in PAPER_NAMES else "",
+            "paper_length": plen or np.nan, "paper_no_press": _pick(p, "no_press"), "paper_frc": _pick(p, "frc"),
+            "paper_best": f"{best.method.iloc[0]} {best.value.iloc[0]}" if len(best) else "",
+            "paper_gain": _pick(p, "frc", "gain_over_best_baseline")}
 
 
 def _pick(p: pd.DataFrame, method: str, metric: str = "ruler") -> float:
@@ -89,7 +164,7 @@ def _pick(p: pd.DataFrame, method: str, metric: str = "ruler") -> float:
 
 
 def per_task_table(results: pd.DataFrame, model: str, length: int, ratio: float = 0.88) -> pd.DataFrame:
-    """Methods x tasks at one (model, length, ratio), plus no compression."""
+    """Methods x tasks at one (model, length, ratio), plus no compression (from the summary)."""
     cell = results[(results.model == model) & (results.length == length) &
                    ((results.ratio == ratio) | (results.method == "no_press"))]
     task_cols = [c for c in cell.columns if c.startswith("task:")]
@@ -98,54 +173,33 @@ def per_task_table(results: pd.DataFrame, model: str, length: int, ratio: float 
     return table.T
 
 
-def degradation_table(results: pd.DataFrame, low: float = 0.80, high: float = 0.88) -> pd.DataFrame:
-    """Mean loss from ``low`` to ``high`` per method over the (model, length) cells, beside the paper's."""
-    sub = compressed(results)
-    pivot = sub.pivot_table(index=["model", "length"], columns=["method", "ratio"], values="aggregate")
+def drop_weights(cells: pd.DataFrame, method: str, low: float, high: float) -> dict[str, float]:
+    """Contrast weights of a method's mean drop from ``low`` to ``high`` over its (model, length) pairs."""
+    pairs = []
+    for _, g in cells[cells.method == method].groupby(["model", "length"]):
+        at_low, at_high = g[np.isclose(g.ratio, low)].cell, g[np.isclose(g.ratio, high)].cell
+        if len(at_low) and len(at_high):
+            pairs.append((at_low.iloc[0], at_high.iloc[0]))
+    weights: dict[str, float] = {}
+    for a, b in pairs:
+        weights[a] = weights.get(a, 0.0) + 1 / len(pairs)
+        weights[b] = weights.get(b, 0.0) - 1 / len(pairs)
+    return weights
+
+
+def degradation_table(samples: pd.DataFrame, low: float = 0.80, high: float = 0.88) -> pd.DataFrame:
+    """Mean loss from ``low`` to ``high`` per method over the (model, length) cells, with its interval."""
+    cells, boot = cells_of(samples), paired_bootstrap(samples)
     column = f"drop_{low:.2f}_to_{high:.2f}"
-    rows = []
     paper = paper_numbers("degradation").set_index("method").value
-    for method in sorted(sub.method.unique()):
-        if (method, low) in pivot and (method, high) in pivot:
-            drop = (pivot[(method, low)] - pivot[(method, high)]).mean()
-            rows.append({"method": method, column: drop,
-                         "paper_drop": float(paper[method]) if method in paper else np.nan})
-    return pd.DataFrame(rows, columns=["method", column, "paper_drop"]).sort_values(column)
-
-
-def verdicts(results: pd.DataFrame, methods: list[str], low: float = 0.80, high: float = 0.88) -> pd.DataFrame:
-    """One row per claim of Takeaway 1: the paper's statement, what we measured, and the verdict."""
-    ranks = rank_table(results, methods)
     rows = []
-    full = results.loc[results.method == "no_press", "aggregate"]
-    if len(full) and full.max() < MIN_MEASURABLE:
-        return pd.DataFrame([{"claim": "all claims of Takeaway 1", "paper": "",
-                              "here": f"no compression scores only {full.max():.1f}: the model cannot solve RULER",
-                              "verdict": "not measurable here"}])
-    if ranks.empty:
-        return pd.DataFrame([{"claim": "FRC vs baselines", "paper": "", "here": "no FRC results",
-                              "verdict": "not measurable here"}])
-    strong = ranks[ranks.ratio >= 0.75]
-    if len(strong):
-        wins = int((strong.frc_rank == 1).sum())
-        rows.append({"claim": "FRC is the best compressed method in every cell with r >= 0.75",
-                     "paper": "12 of 12 cells", "here": f"{wins} of {len(strong)} cells",
-                     "verdict": "reproduced" if wins == len(strong) else "not reproduced"})
-    mild = ranks[ranks.ratio <= 0.50]
-    if len(mild):
-        spread = float(mild.spread.max())
-        rows.append({"claim": "At r <= 0.50 all methods are within about 1 point (ties)",
-                     "paper": "spread <= ~1 point", "here": f"largest spread {spread:.1f} points",
-                     "verdict": "reproduced" if spread <= 2 * TIE_POINTS else "not reproduced"})
-    deg = degradation_table(results, low, high)
-    if len(deg) and "frc" in set(deg.method):
-        d = deg.set_index("method")[f"drop_{low:.2f}_to_{high:.2f}"]
-        others = d.drop("frc")
-        smallest = bool(len(others) and d["frc"] <= others.min())
-        rows.append({"claim": f"From r = {low} to {high} FRC degrades least (paper, 0.80 to 0.88: -7 vs ChunkKV -14, EA -19)",
-                     "paper": "FRC smallest drop", "here": f"FRC drop {d['frc']:.1f}; others {others.round(1).to_dict()}",
-                     "verdict": "reproduced" if smallest else "not reproduced"})
-    return pd.DataFrame(rows)
+    for method in sorted(set(cells.method) - {"no_press"}):
+        weights = drop_weights(cells, method, low, high)
+        if weights:
+            est = boot.contrast(weights)
+            rows.append({"method": method, column: est.point, "lo": est.lo, "hi": est.hi, "drop [95% CI]": fmt(est),
+                         "paper_drop": float(paper[method]) if method in paper else np.nan})
+    return pd.DataFrame(rows, columns=["method", column, "lo", "hi", "drop [95% CI]", "paper_drop"]).sort_values(column)
 
 
 def is_paper_scale(results: pd.DataFrame) -> bool:
@@ -153,33 +207,22 @@ def is_paper_scale(results: pd.DataFrame) -> bool:
     return bool(len(results)) and set(results.model) <= set(PAPER_MODELS)
 
 
-def compare_with_paper(results: pd.DataFrame, methods: list[str], ratio: float, table: str) -> pd.DataFrame:
-    """Our aggregate per method at ``ratio`` beside the paper's ``table`` rows, with deltas to the first method."""
-    ours = results[(results.ratio == ratio) & results.method.isin(methods)].set_index("method")["aggregate"]
+def compare_with_paper(samples: pd.DataFrame, methods: list[str], ratio: float, table: str) -> pd.DataFrame:
+    """Our aggregate per method at ``ratio`` (one model and length) beside the paper's ``table`` rows.
+
+    ``delta_vs_first`` is each method minus the first, paired, with its interval.
+    """
+    cells, boot = cells_of(samples), paired_bootstrap(samples)
+    hit = cells[np.isclose(cells.ratio, ratio) & cells.method.isin(methods)]
+    if hit.method.duplicated().any():
+        raise ValueError(f"compare_with_paper: several cells per method at r = {ratio}; pass one model and length")
+    by = dict(zip(hit.method, hit.cell, strict=True))
     ref = paper_numbers(table).set_index("method").value
-    frame = pd.DataFrame({"here": ours.reindex(methods), "paper": ref.reindex(methods)})
-    frame["here_delta_vs_first"] = frame.here - frame.here.iloc[0]
-    frame["paper_delta_vs_first"] = frame.paper - frame.paper.iloc[0]
-    return frame
-
-
-def decomposition_verdicts(scorer: pd.DataFrame, ablate: pd.DataFrame, no_press: float) -> pd.DataFrame:
-    """Takeaway 2's claims checked on ``compare_with_paper`` tables (scorer at 0.88, ablation at 0.83)."""
-    def verdict(condition: bool) -> str:
-        if no_press < MIN_MEASURABLE:
-            return "not measurable here"
-        return "reproduced" if condition else "not reproduced"
-
-    s, a = scorer.here, ablate.here
-    return pd.DataFrame([
-        {"claim": "the FRC scorer beats the V1 scorer by a wide margin", "paper": "84.6 vs 17.4",
-         "here": f"{s['frc']:.1f} vs {s['v1_tokenwise']:.1f}", "verdict": verdict(s["frc"] - s["v1_tokenwise"] > 10)},
-        {"claim": "chunking adds little once the scorer is FRC", "paper": "84.6 vs 84.7 tokenwise",
-         "here": f"{s['frc']:.1f} vs {s['frc_tokenwise']:.1f}",
-         "verdict": verdict(abs(s["frc"] - s["frc_tokenwise"]) <= 5)},
-        {"claim": "density matters more than maxhead", "paper": "-3.20 vs -0.22",
-         "here": f"{a['frc_no_density'] - a['frc']:.1f} vs {a['frc_no_maxhead'] - a['frc']:.1f}",
-         "verdict": verdict(a["frc_no_density"] <= a["frc_no_maxhead"])},
-        {"claim": "full FRC beats KVPress ChunkKV at r = 0.83", "paper": "91.23 vs 85.10",
-         "here": f"{a['frc']:.1f} vs {a['chunkkv']:.1f}", "verdict": verdict(a["frc"] > a["chunkkv"])},
-    ])
+    rows = []
+    for m in methods:
+        here = boot.mean(by[m]) if m in by else _NA
+        delta = boot.diff(by[m], by[methods[0]]) if m in by and methods[0] in by else _NA
+        rows.append({"method": m, **_columns("here", here), "here [95% CI]": fmt(here) if m in by else "",
+                     "paper": ref.get(m, np.nan), **_columns("delta_vs_first", delta),
+                     "paper_delta_vs_first": ref.get(m, np.nan) - ref.get(methods[0], np.nan)})
+    return pd.DataFrame(rows).set_index("method")

@@ -83,10 +83,15 @@ def plot_frc_steps(breakdown: pd.DataFrame, needle: tuple[int, int] | None = Non
 
 
 def plot_ruler_vs_ratio(results: pd.DataFrame, colors: dict[str, str] | None = None) -> plt.Figure:
-    """RULER aggregate against compression ratio, one panel per (model, length), FRC drawn thicker."""
+    """RULER aggregate against compression ratio, one panel per (model, length), FRC drawn thicker.
+
+    With ``lo``/``hi`` columns (``analysis.curve_points``) each curve carries its 95% interval as a band,
+    and no compression its interval as a grey span.
+    """
     from pathlib import Path
 
     results = results.assign(model_name=results.model.map(lambda m: Path(m).name))
+    bands = {"lo", "hi"} <= set(results.columns)
     lengths, models = sorted(results.length.unique()), sorted(results.model_name.unique())
     fig, axes = plt.subplots(len(models), len(lengths), figsize=(5.2 * len(lengths), 3.8 * len(models)),
                              squeeze=False)
@@ -95,12 +100,19 @@ def plot_ruler_vs_ratio(results: pd.DataFrame, colors: dict[str, str] | None = N
             ax, cell = axes[i][j], results[(results.model_name == model) & (results.length == length)]
             for method, g in cell[cell.method != "no_press"].groupby("method"):
                 g = g.sort_values("ratio")
-                ax.plot(g.ratio, g["aggregate"], marker="o", lw=2.2 if method == "frc" else 1.2,
-                        color=(colors or {}).get(method), label=method)
-            full = cell.loc[cell.method == "no_press", "aggregate"]
+                line, = ax.plot(g.ratio, g["aggregate"], marker="o", lw=2.2 if method == "frc" else 1.2,
+                                color=(colors or {}).get(method), label=method)
+                if bands:
+                    ax.fill_between(g.ratio, g.lo, g.hi, color=line.get_color(), alpha=0.15, lw=0)
+            full = cell[cell.method == "no_press"]
             if len(full):
-                ax.axhline(full.iloc[0], color="#7f7f7f", ls="--", lw=1, label="no compression")
+                ax.axhline(full["aggregate"].iloc[0], color="#7f7f7f", ls="--", lw=1, label="no compression")
+                if bands and full.lo.notna().iloc[0]:
+                    ax.axhspan(full.lo.iloc[0], full.hi.iloc[0], color="#7f7f7f", alpha=0.1, lw=0)
             ax.set(title=f"{model}, {length} tokens", xlabel="compression ratio r", ylabel="RULER")
+    if bands:
+        axes[0][0].text(0.99, 0.99, "bands: 95% paired bootstrap over samples", transform=axes[0][0].transAxes,
+                        fontsize=7, color="#555555", ha="right", va="top")
     axes[0][-1].legend(fontsize=8, loc="lower left")
     fig.tight_layout()
     return fig

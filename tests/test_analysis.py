@@ -1,0 +1,120 @@
+"""The tables and claims built on the paired bootstrap, on synthetic per-sample results."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from cachecraft_lib import analysis, claims
+from cachecraft_lib.intervals import CONTRADICTED, INCONCLUSIVE, NOT_MEASURABLE, REPRODUCED, VERDICTS
+
+STAND_IN = "/x/tiny-ruler-llama"
+TASKS = ("niah_single_1", "vt", "qa_1")
+
+
+def samples(means: dict[tuple[str, float], float], n: int = 10, noise: float = 3.0, model: str = STAND_IN,
+            lengths: tuple[int, ...] = (1024, 2048), seed: int = 0) -> pd.DataFrame:
+    """Per-sample scores: each sample has a difficulty shared by every method, plus small per-method noise."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for length in lengths:
+        difficulty = {t: rng.normal(0, 15, n) for t in TASKS}
+        for (method, ratio), mean in means.items():
+            cell = f"{length}_{method}_{ratio}"
+            for task in TASKS:
+                values = np.clip(mean + difficulty[task] + rng.normal(0, noise, n), 0, 100)
+                rows += [{"cell": cell, "model": model, "length": length, "method": method, "ratio": ratio,
+                          "task": task, "index": i, "score": float(v)} for i, v in enumerate(values)]
+    return pd.DataFrame(rows)
+
+
+GRID = {("no_press", 0.0): 80, ("frc", 0.5): 70, ("snapkv", 0.5): 70.5, ("chunkkv", 0.5): 40,
+        ("frc", 0.8): 65, ("snapkv", 0.8): 50, ("chunkkv", 0.8): 55,
+        ("frc", 0.88): 60, ("snapkv", 0.88): 30, ("chunkkv", 0.88): 35}
+METHODS = ["frc", "snapkv", "chunkkv"]
+
+
+def test_rank_is_shared_when_the_difference_includes_zero():
+    ranks = analysis.rank_table(samples(GRID), METHODS).set_index(["length", "ratio"])
+    tied = ranks.loc[(1024, 0.5)]  # FRC 70 vs SnapKV 70.5: indistinguishable; ChunkKV 40 far below
+    assert tied.frc_rank_range == "1-2" and tied.shares_rank_with == "snapkv"
+    clear = ranks.loc[(1024, 0.88)]
+    assert clear.frc_rank_range == "1" and clear.shares_rank_with == ""
+    assert (ranks.frc_lo <= ranks.frc).all() and (ranks.frc <= ranks.frc_hi).all()
+
+
+def test_r088_paper_columns_by_correspondence():
+    table = analysis.r088_table(samples(GRID))
+    assert len(table) == 4  # each stand-in cell beside both paper models
+    row = table[(table.length == 1024) & (table.paper_model == "Llama-3.1-8B-Instruct")].iloc[0]
+    assert row.paper_length == 4096 and row.paper_frc == 84.5 and row.paper_best == "chunkkv 69.2"
+    assert row.paper_gain == 15.4 and "1024 <-> 4096" in row.correspondence and "not a match" in row.correspondence
+    qwen = table[(table.length == 2048) & (table.paper_model == "Qwen3-8B")].iloc[0]
+    assert qwen.paper_length == 8192 and qwen.paper_no_press == 93.9
+    assert row.best_baseline == "chunkkv" and row.gain_lo <= row.gain <= row.gain_hi
+    assert row.gain == pytest.approx(25, abs=3) and row.gain_verdict == REPRODUCED
+
+
+def test_r088_of_a_paper_model_is_its_own_cell():
+    table = analysis.r088_table(samples(GRID, model="meta-llama/Llama-3.1-8B-Instruct", lengths=(4096,)))
+    assert len(table) == 1 and table.correspondence.iloc[0] == "same model and length"
+    assert table.paper_no_press.iloc[0] == 95.8
+
+
+def test_degradation_has_intervals():
+    deg = analysis.degradation_table(samples(GRID), 0.8, 0.88).set_index("method")
+    assert deg.loc["frc", "drop_0.80_to_0.88"] == pytest.approx(5, abs=2)
+    assert (deg.lo <= deg["drop_0.80_to_0.88"]).all() and (deg["drop_0.80_to_0.88"] <= deg.hi).all()
+    assert deg.loc["chunkkv", "paper_drop"] == 14
+
+
+def test_takeaway1_verdicts_are_three_valued():
+    v = claims.verdicts(samples(GRID), METHODS, 0.8, 0.88).set_index("claim")
+    assert set(v.verdict) <= set(VERDICTS)
+    best = v.loc["FRC is the best compressed method in every cell with r >= 0.75"]
+    assert best.verdict == REPRODUCED
+    assert v.loc["At r <= 0.50 all methods are within about 1 point (ties)"].verdict == CONTRADICTED
+    assert v.loc["From r = 0.8 to 0.88 FRC degrades least"].verdict == REPRODUCED
+
+
+def test_takeaway1_inconclusive_when_methods_overlap():
+    close = {("no_press", 0.0): 80, ("frc", 0.88): 60, ("snapkv", 0.88): 59, ("chunkkv", 0.88): 58.5}
+    v = claims.verdicts(samples(close, n=4, noise=8, lengths=(1024,)), METHODS, 0.8, 0.88).set_index("claim")
+    best = v.loc["FRC is the best compressed method in every cell with r >= 0.75"]
+    assert best.verdict == INCONCLUSIVE and best.needed_per_task > 4
+
+
+def test_not_measurable_when_no_compression_fails():
+    weak = {k: 10.0 for k in GRID}
+    v = claims.verdicts(samples(weak, noise=1), METHODS, 0.8, 0.88)
+    assert list(v.verdict) == [NOT_MEASURABLE]
+
+
+def test_decomposition_verdicts():
+    grid = {("no_press", 0.0): 80, ("v1_tokenwise", 0.88): 20, ("frc", 0.88): 60, ("frc_tokenwise", 0.88): 60,
+            ("frc", 0.83): 70, ("frc_no_maxhead", 0.83): 69.5, ("frc_no_density", 0.83): 60,
+            ("frc_local_only", 0.83): 58, ("chunkkv", 0.83): 75}
+    data = samples(grid, lengths=(1024,))
+    v = claims.decomposition_verdicts(data)
+    assert list(v.verdict) == [REPRODUCED, REPRODUCED, REPRODUCED, CONTRADICTED]
+    table = analysis.compare_with_paper(data, ["frc", "frc_no_maxhead", "chunkkv"], 0.83, "ablation")
+    assert table.loc["chunkkv", "paper"] == 85.10 and table.loc["frc", "delta_vs_first"] == 0
+    assert table.loc["chunkkv", "delta_vs_first_lo"] > 0
+    weak = claims.decomposition_verdicts(samples({k: 5.0 for k in grid}, lengths=(1024,), noise=1))
+    assert set(weak.verdict) == {NOT_MEASURABLE}
+
+
+def test_tables_refuse_the_summary():
+    summary = pd.DataFrame([{"model": STAND_IN, "length": 1024, "method": "frc", "ratio": 0.88, "aggregate": 1}])
+    with pytest.raises(TypeError, match="per-sample table"):
+        analysis.rank_table(summary, METHODS)
+
+
+def test_curve_points_and_mildest_loss():
+    points = analysis.curve_points(samples(GRID))
+    assert len(points) == 2 * len(GRID) and (points.lo <= points["aggregate"]).all()
+    assert (points["aggregate"] <= points.hi).all()
+    loss = claims.mildest_loss(samples(GRID)).set_index("length")
+    assert loss.loc[1024, "ratio"] == 0.5 and loss.loc[1024, "best_method"] in {"frc", "snapkv"}  # 70 vs 70.5
+    assert loss.loc[1024, "loss"] == pytest.approx(10, abs=2) and loss.loc[1024, "lo"] > 0
