@@ -4,15 +4,17 @@
 program from OpenEvolve's prompt, edits the linear scorer inside the EVOLVE-BLOCK and answers with
 SEARCH/REPLACE diffs, as an LLM would: perturb weights, change the smoothing window, swap, add or remove
 one of the 17 features, switch tokenwise and chunked selection. It is seeded by OpenEvolve's
-per-iteration seed, so a run is deterministic for a seed. ``adversarial`` > 0 makes it propose, with
-that probability, one of the reward hacks the paper met (keep everything, duplicate or out-of-range
-indices, edit outside the EVOLVE-BLOCK) or a hang, a memory blow-up, tampering or a network call, each
-tagged ``# hack: <name>`` so a run can show every one caught.
+per-iteration seed, so a run is deterministic for a seed, and a proposal depends only on that seed and
+the program it edits (not on what happened to earlier children: a hang or a crash changes nothing next).
+``adversarial`` > 0 makes it propose, with that probability, one of the reward hacks the paper met (keep
+everything, duplicate or out-of-range indices, edit outside the EVOLVE-BLOCK) or a hang, a memory blow-up,
+tampering or a network call, each tagged ``# hack: <name>`` so a run can show every one caught.
 """
 
 from __future__ import annotations
 
 import ast
+import hashlib
 import random
 import re
 from typing import Any
@@ -134,6 +136,15 @@ def repair(code: str) -> str | None:
     return _diff(select, clean)
 
 
+def proposal_rng(seed: int | None, prompt: str) -> random.Random:
+    """The random source of one proposal: OpenEvolve's per-iteration seed (from the run's seed and the
+    iteration), else the prompt itself; never how many calls this process has served, which a restarted
+    worker or an earlier failure would change."""
+    if seed is not None:
+        return random.Random(f"{seed}:0")
+    return random.Random(hashlib.sha256(prompt.encode()).hexdigest())
+
+
 class OfflineMutator:
     """OpenEvolve LLM interface without an LLM: deterministic code edits from the per-iteration seed."""
 
@@ -153,7 +164,7 @@ class OfflineMutator:
         if not match:
             return "I cannot find the current program in the prompt."
         code = match.group(1)
-        rng = random.Random(f"{kwargs.get('seed', 0)}:{self.calls if 'seed' not in kwargs else 0}")
+        rng = proposal_rng(kwargs.get("seed"), text)
         fix = repair(code)
         if fix is not None:
             return "Proposed change: repair the selection the evaluator rejected as INVALID\n\n" + fix

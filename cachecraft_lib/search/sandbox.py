@@ -3,6 +3,12 @@
 The trusted side (this module, in the evaluator's process) keeps the model, the data and the answers;
 it sends the candidate only feature contexts and checks the returned indices with
 ``validate_selection`` itself, so the invariants are outside the candidate's reach.
+
+The time limit counts the child's CPU time (read from ``/proc``, out of the candidate's reach), not the
+wall clock: a hang burns CPU and is always killed, while a valid candidate on a loaded or paused machine
+is never killed, so a run's verdicts, and with them the search's next proposals, do not depend on the
+machine's load. A wall-clock backstop (``WALL_FACTOR`` times the limit, at least ``WALL_MIN_S``) catches a
+child blocked without using CPU; where ``/proc`` is missing (macOS) the limit falls back to the wall clock.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import numpy as np
 
 from ..policy import SelectionError, validate_selection
 
+WALL_FACTOR, WALL_MIN_S = 30, 600.0
 ALLOWED_DTYPES = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"}
 
 
@@ -38,7 +45,7 @@ class Sandbox:
     """One candidate program in one child process; use as a context manager."""
 
     source: str
-    timeout_s: float = 10.0
+    timeout_s: float = 10.0  # CPU seconds per message (module doc)
     memory_mb: int = 1024
 
     def __enter__(self) -> Sandbox:
@@ -70,14 +77,23 @@ class Sandbox:
             raise CandidateFailed("crash", "the candidate process exited") from None
 
     def _receive(self, timeout: float) -> dict:
-        deadline = time.monotonic() + timeout
+        """One reply line, or ``CandidateFailed``: killed after ``timeout`` CPU seconds of the child (module doc)."""
+        cpu_start = _cpu_seconds(self.proc.pid)
+        wall_limit = max(WALL_MIN_S, WALL_FACTOR * timeout) if cpu_start is not None else timeout
+        wall_end = time.monotonic() + wall_limit
         line = b""
         while not line.endswith(b"\n"):
-            left = deadline - time.monotonic()
-            ready, _, _ = select.select([self.proc.stdout], [], [], max(left, 0))
-            if not ready:
+            wall_left = wall_end - time.monotonic()
+            cpu_used = _cpu_seconds(self.proc.pid)
+            cpu_left = timeout - (cpu_used - cpu_start) if cpu_used is not None and cpu_start is not None else wall_left
+            if cpu_left <= 0 or wall_left <= 0:
                 self.close()
-                raise CandidateFailed("timeout", f"no answer within {timeout:.0f} s: killed")
+                what = f"{timeout:.0f} s of CPU time" if cpu_left <= 0 < wall_left else f"{wall_limit:.0f} s"
+                raise CandidateFailed("timeout", f"no answer within {what}: killed")
+            # the child cannot use more CPU than wall time (one thread), so waiting cpu_left loses nothing
+            ready, _, _ = select.select([self.proc.stdout], [], [], max(0.01, min(cpu_left, wall_left)))
+            if not ready:
+                continue
             chunk = os.read(self.proc.stdout.fileno(), 1 << 20)
             if not chunk:
                 code = self.proc.wait()
@@ -113,3 +129,13 @@ class Sandbox:
             except SelectionError as err:
                 raise CandidateFailed("invariant", str(err)) from None
         return out
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time of a live process from ``/proc/<pid>/stat`` (None where unreadable)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime (fields 14, 15)
