@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,11 @@ from .paths import NOTEBOOKS, REPO, RUNS
 RECORD_MIME = "application/vnd.cachecraft.record+json"
 KERNEL_NAME = "cachecraft"
 KERNEL_DISPLAY = "Python (cachecraft .venv)"
+
+
+# The kernel's environment: string hashes (set iteration order, OpenEvolve's parent sampling) fixed, as
+# PYTHONHASHSEED takes effect only when an interpreter starts (see cachecraft_lib.search.determinism).
+KERNEL_ENV = {"PYTHONHASHSEED": "0"}
 
 
 class NotebookFailed(RuntimeError):
@@ -108,7 +114,8 @@ def run_notebook(notebook: str | Path, profile: str = "smoke", out_dir: str | Pa
 
     The executed copy goes to ``out_dir`` (default ``runs/notebooks/<profile>/``, ignored by git).
     Figures go to ``figures`` (default: ``figures/`` for ``cpu``, ``runs/<profile>/figures`` otherwise).
-    Raises ``NotebookFailed`` naming the cell on error.
+    The kernel starts with ``KERNEL_ENV`` (a fixed string hash), so a notebook's results do not depend on
+    the caller's shell. Raises ``NotebookFailed`` naming the cell on error.
     """
     import time
 
@@ -121,21 +128,30 @@ def run_notebook(notebook: str | Path, profile: str = "smoke", out_dir: str | Pa
     executed = out / notebook.name
     fig_dir = Path(figures) if figures else default_figures_dir(profile)
     params = {"PROFILE": profile, **(parameters or {})}
-    env_before = os.environ.get("CACHECRAFT_FIGURES_DIR")
-    os.environ["CACHECRAFT_FIGURES_DIR"] = str(fig_dir)
     start = time.time()
-    try:
-        pm.execute_notebook(str(notebook), str(executed), parameters=params, kernel_name=ensure_kernel(),
-                            cwd=str(notebook.parent), progress_bar=progress, execution_timeout=timeout,
-                            log_output=False)
-    except PapermillExecutionError as err:
-        raise NotebookFailed(notebook, err.cell_index, f"{err.ename}: {err.evalue}", executed) from None
-    finally:
-        if env_before is None:
-            os.environ.pop("CACHECRAFT_FIGURES_DIR", None)
-        else:
-            os.environ["CACHECRAFT_FIGURES_DIR"] = env_before
+    with kernel_env(CACHECRAFT_FIGURES_DIR=str(fig_dir), **KERNEL_ENV):
+        try:
+            pm.execute_notebook(str(notebook), str(executed), parameters=params, kernel_name=ensure_kernel(),
+                                cwd=str(notebook.parent), progress_bar=progress, execution_timeout=timeout,
+                                log_output=False)
+        except PapermillExecutionError as err:
+            raise NotebookFailed(notebook, err.cell_index, f"{err.ename}: {err.evalue}", executed) from None
     return NotebookRun(notebook, executed, time.time() - start, read_records(executed))
+
+
+@contextmanager
+def kernel_env(**values: str) -> Iterator[None]:
+    """Set environment variables for the kernel papermill starts (it inherits ours), then restore them."""
+    before = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def default_figures_dir(profile: str) -> Path:

@@ -3,32 +3,38 @@
 OpenEvolve's ``run_evolution`` wraps ``asyncio.run``, which fails inside Jupyter's running loop, so the
 controller is driven directly: ``await OpenEvolve(...).run()`` (top-level ``await`` in a notebook).
 
-Determinism: with one worker, ``PYTHONHASHSEED=0`` and the deterministic program ids installed here,
-a run with the offline mutator repeats exactly for a seed. Program ids are otherwise ``uuid4`` and the
-database samples from sets of them, so runs drift apart. Resuming from a checkpoint is not identical to
-an uninterrupted run (OpenEvolve re-seeds its RNG on load). An LLM mutator is deterministic only as far
-as the server honours OpenEvolve's per-iteration ``seed`` (Ollama does, on the same hardware and model).
+Determinism: with the offline mutator a run repeats exactly for a ``random_seed``, whoever starts it. The
+code sets what that needs (``determinism``): one worker, seeded program ids, a CPU-time limit on candidates
+(a loaded machine cannot turn a slow candidate into a timed-out one) and a fixed string hash. The hash seed
+only takes effect when an interpreter starts, so a process without it runs the search in a fresh one
+(``fresh``); ``cachecraft reproduce`` starts its kernels with it. Resuming from a checkpoint is not identical
+to an uninterrupted run (OpenEvolve re-seeds its RNG on load): ``run_info.txt`` says when a run was resumed.
+An LLM mutator is deterministic only as far as the server honours OpenEvolve's per-iteration ``seed``
+(Ollama does, on the same hardware and model).
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import os
 import shutil
 import signal
-import uuid
 from pathlib import Path
 from typing import Any
 
 from ..profiles import Profile
 from .cascade import CONFIG_ENV, PAPER_GATE, PAPER_SEED_S1, SearchSettings
+from .determinism import deterministic_ids, hash_seed_fixed, restore_ids
 from .mutator import OFFLINE_NAME, SYSTEM_MESSAGE, init_offline_client
 from .seeds import seed_path
 
 EVALUATOR_FILE = Path(__file__).with_name("evaluator.py")
 OLLAMA_MODEL = "qwen3.5:35b-a3b-q4_K_M"
 OLLAMA_BASE = "http://localhost:11434/v1"
+# OpenEvolve's wall-clock limit per evaluation. Candidates are stopped by the sandbox's CPU-time limit;
+# this only catches a stuck evaluator, and is far beyond any evaluation so that a slow machine never
+# turns into a different run (a timed-out evaluation leaves its thread running and changes what follows).
+EVALUATION_BACKSTOP_S = 6 * 3600
 
 
 def settings_for(profile: Profile, seed: str | Path, ratio: float = 0.83) -> SearchSettings:
@@ -63,7 +69,7 @@ def build_config(iterations: int, mutator: str = "offline", seed: int = 42, adve
     cfg.database.random_seed = seed
     cfg.evaluator.cascade_evaluation = True
     cfg.evaluator.cascade_thresholds = [0.25 * (gate_score if gate_score is not None else 0.0)]
-    cfg.evaluator.timeout = 1800
+    cfg.evaluator.timeout = EVALUATION_BACKSTOP_S
     cfg.evaluator.max_retries = 0
     cfg.evaluator.parallel_evaluations = 1
     cfg.evolution_trace.enabled = True
@@ -83,6 +89,19 @@ def build_config(iterations: int, mutator: str = "offline", seed: int = 42, adve
     return cfg
 
 
+def search_seeds(profile: Profile, n: int | None = None) -> list[int]:
+    """The random seeds of a profile's search: ``n`` (default: ``extras["search_seeds"]``, else 1) from its seed."""
+    count = n if n is not None else int(profile.extras.get("search_seeds", 1))
+    return [profile.seed + k for k in range(max(1, count))]
+
+
+def seed_folder(out_dir: str | Path, random_seed: int, first_seed: int) -> Path:
+    """The run folder of one seed: ``out_dir`` for the first (as before seeds were repeated), ``<out_dir>_rs<seed>``
+    for the others."""
+    out = Path(out_dir)
+    return out if random_seed == first_seed else out.with_name(f"{out.name}_rs{random_seed}")
+
+
 def checkpoint_iteration(checkpoint: Path) -> int:
     """The iteration ``n`` of a ``checkpoints/checkpoint_<n>`` folder."""
     return int(checkpoint.name.split("_")[-1])
@@ -94,25 +113,14 @@ def latest_checkpoint(out_dir: str | Path) -> Path | None:
     return found[-1] if found else None
 
 
-def deterministic_ids(seed: int) -> None:
-    """Replace ``uuid.uuid4`` with seeded, counter-based ids (per process role) for reproducible runs."""
-    main_pid = os.getpid()
-    counter = itertools.count()
-
-    def fake_uuid4() -> uuid.UUID:
-        role = "main" if os.getpid() == main_pid else "worker"
-        return uuid.uuid5(uuid.NAMESPACE_OID, f"cachecraft:{seed}:{role}:{next(counter)}")
-
-    uuid.uuid4 = fake_uuid4  # type: ignore[assignment]
-
-
 async def evolve_async(seed: str | Path, iterations: int, out_dir: str | Path, profile: Profile,
                        mutator: str = "offline", adversarial: float = 0.0, ratio: float = 0.83,
-                       random_seed: int = 42, resume: bool = True, gate: float | None = None, **llm: Any):
-    """Run (or resume) a search to ``iterations`` in all; returns OpenEvolve's best ``Program`` (None when the
-    folder already holds that many iterations: nothing is re-run). Usable with ``await`` in a notebook."""
-    from openevolve import OpenEvolve
-
+                       random_seed: int = 42, resume: bool = True, gate: float | None = None,
+                       isolate: bool | None = None, **llm: Any):
+    """Run (or resume) a search to ``iterations`` in all; returns OpenEvolve's best ``Program``, or None when
+    nothing ran in this process (the folder already holds that many iterations, or the run went to a fresh
+    one). ``isolate``: run in a fresh interpreter with the fixed hash seed; None = when this one lacks it
+    (module doc). Usable with ``await`` in a notebook."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     checkpoint = latest_checkpoint(out) if resume else None
@@ -120,6 +128,25 @@ async def evolve_async(seed: str | Path, iterations: int, out_dir: str | Path, p
     if done >= iterations:
         print(f"{out} already holds {done} iterations (asked for {iterations}): nothing to run")
         return None
+    if isolate if isolate is not None else not hash_seed_fixed():
+        from .fresh import run_spec, write_spec
+
+        print("this interpreter's string hashes are randomised: running the search in a fresh process "
+              "with PYTHONHASHSEED=0, so that it repeats exactly", flush=True)
+        await run_spec(write_spec(out, profile, seed=seed, iterations=iterations, mutator=mutator,
+                                  adversarial=adversarial, ratio=ratio, random_seed=random_seed, resume=resume,
+                                  gate=gate, llm=llm))
+        return None
+    return await _evolve_here(seed, iterations, out, profile, mutator, adversarial, ratio, random_seed,
+                              checkpoint, gate, llm)
+
+
+async def _evolve_here(seed: str | Path, iterations: int, out: Path, profile: Profile, mutator: str,
+                       adversarial: float, ratio: float, random_seed: int, checkpoint: Path | None,
+                       gate: float | None, llm: dict[str, Any]):
+    """The search in this process, from ``checkpoint`` (None: from the seed)."""
+    from openevolve import OpenEvolve
+
     settings = settings_for(profile, seed, ratio)
     settings.gate = gate
     settings.save(out / "search_config.json")
@@ -132,16 +159,19 @@ async def evolve_async(seed: str | Path, iterations: int, out_dir: str | Path, p
     cascade._EVALUATOR = None  # a new run may have new settings
     gate = cascade.get_evaluator().gate  # loads the model once in this process (OpenEvolve evaluates the seed here)
     config = build_config(iterations, mutator, random_seed, adversarial, gate_score=gate, **llm)
+    done = checkpoint_iteration(checkpoint) if checkpoint else 0
     (out / "run_info.txt").write_text(
         f"seed={seed}\nmutator={mutator if mutator != 'offline' else OFFLINE_NAME}\nadversarial={adversarial}\n"
         f"gate={gate} (paper: {PAPER_GATE} with the seed at {PAPER_SEED_S1}; scaled to this model's seed S1)\n"
-        f"model={settings.model}\nlength={settings.length}\nratio={ratio}\niterations={iterations}\n")
+        f"model={settings.model}\nlength={settings.length}\nratio={ratio}\niterations={iterations}\n"
+        f"random_seed={random_seed}\nresumed_from={done}\n")
     deterministic_ids(random_seed)
     handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         controller = OpenEvolve(str(initial), str(EVALUATOR_FILE), config, output_dir=str(out))
         return await controller.run(iterations=iterations - done, checkpoint_path=str(checkpoint) if checkpoint else None)
     finally:
+        restore_ids()
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
 

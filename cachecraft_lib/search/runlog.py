@@ -165,3 +165,42 @@ def frc_share_by_generation(trace: pd.DataFrame) -> tuple[float, float]:
         return float("nan"), float("nan")
     first, last = valid.generation.min(), valid.generation.max()
     return float(valid[valid.generation == first].frc_share.mean()), float(valid[valid.generation == last].frc_share.mean())
+
+
+WALL_CLOCK_KEYS = ("timestamp", "iteration_time", "created_at", "extracted_at")
+
+
+def _without_wall_clock(value: object) -> object:
+    if isinstance(value, dict):
+        return {k: _without_wall_clock(v) for k, v in value.items() if k not in WALL_CLOCK_KEYS}
+    if isinstance(value, list):
+        return [_without_wall_clock(v) for v in value]
+    return value
+
+
+def canonical_log(folder: str | Path) -> list[dict]:
+    """The run log (trace and failures) with the wall-clock fields removed: what two runs of one seed
+    must share exactly (their timestamps and durations differ)."""
+    folder = Path(folder)
+    return [_without_wall_clock(r) for name in ("evolution_trace.jsonl", "evolution_trace_failures.jsonl")
+            for r in _jsonl(folder / name)]
+
+
+def run_summary(run: Run) -> dict[str, float]:
+    """One run's headline numbers: best fitness, Spearman(S1, FRC share), FRC share first/last generation."""
+    valid = run.trace[run.trace.valid]
+    first, last = frc_share_by_generation(run.trace)
+    return {"best_fitness": float(run.trace.fitness.max()) if len(run.trace) else float("nan"),
+            "spearman": spearman(valid.s1, valid.frc_share), "frc_share_first": first, "frc_share_last": last}
+
+
+def seed_spread(runs: dict[int, Run]) -> pd.DataFrame:
+    """Per random seed, the run's headline numbers, then (two seeds or more) their median, min and max: one
+    run is one sample of a random process, and the spread says how far another seed would land."""
+    per_seed = pd.DataFrame({seed: run_summary(run) for seed, run in runs.items()}).T
+    per_seed.index = [f"random_seed {s}" for s in per_seed.index]
+    if len(runs) < 2:
+        return per_seed  # no spread from one sample
+    spread = pd.DataFrame({"median": per_seed.median(), "min": per_seed.min(), "max": per_seed.max()}).T
+    spread.index = [f"{k} over {len(runs)} seeds" for k in spread.index]
+    return pd.concat([per_seed, spread])
