@@ -137,7 +137,7 @@ def _cmd_fetch_instruct(args: argparse.Namespace) -> int:
 
 
 def _cmd_latency(args: argparse.Namespace) -> int:
-    from .latency import eight_b_shaped_llama, measure, save
+    from .latency import eight_b_shaped_llama, measure_samples, paper_comparison, save, summarise
     from .models import load_model
     from .paths import DATA
     from .profiles import get_profile
@@ -154,12 +154,18 @@ def _cmd_latency(args: argparse.Namespace) -> int:
     else:
         model, _ = load_model(args.model or profile.models[0], device=profile.device, dtype=profile.dtype)
         name = Path(args.model or profile.models[0]).name
-    table = measure(model, name, args.lengths or profile.latency_lengths, args.methods, args.ratio,
-                    args.repeats or profile.latency_repeats, warmup=args.warmup)
+    samples = measure_samples(model, name, args.lengths or profile.latency_lengths, args.methods, args.ratio,
+                              args.repeats or profile.latency_repeats, warmup=args.warmup)
+    table = summarise(samples)
     out = Path(args.out) if args.out else DATA / "results" / "latency" / profile.name
-    path = save(table, out, meta={"profile": profile.name, "model": name, "ratio": args.ratio})
-    cols = ["length", "method", "mean_ms", "std_ms", "median_ms", "scoring_median_ms", "peak_mb"]
+    path = save(table, out, meta={"profile": profile.name, "model": name, "ratio": args.ratio}, samples=samples)
+    cols = ["length", "method", "median_ms", "median_lo_ms", "median_hi_ms", "mean_ms", "std_ms",
+            "scoring_median_ms", "peak_mb"]
     print(table[cols].round(2).to_string(index=False))
+    comparison = paper_comparison(samples)
+    if len(comparison):
+        print(comparison[["length", "ratio", "here", "lo", "hi", "paper_low", "paper_high", "verdict"]]
+              .round(3).to_string(index=False))
     print(f"written to {path}")
     return 0
 
@@ -267,8 +273,9 @@ def build_parser() -> argparse.ArgumentParser:
     fi.set_defaults(func=_cmd_fetch_instruct)
 
     la = sub.add_parser("latency", help="time the prefill (compression included) per method",
-                        description="Prefill wall clock (mean, std, median over repeats after warm-up), the press's "
-                                    "own scoring time and peak memory, per method and context length.")
+                        description="Prefill wall clock (median with its 95% interval over repeats, mean, std; methods "
+                                    "interleaved round by round after warm-up), the press's own scoring time and peak "
+                                    "memory, per method and context length; FRC's paired ratios against the paper's.")
     la.add_argument("--profile", default="cpu", choices=sorted(PROFILES))
     la.add_argument("--model", help="model name or path (default: the profile's), or 8b-shaped on a GPU")
     la.add_argument("--methods", nargs="+", default=["no_press", "snapkv", "chunkkv", "frc"], help="registry names")

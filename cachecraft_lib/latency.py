@@ -1,10 +1,13 @@
 """Prefill latency: wall clock of the prefill including compression, and the press's own scoring cost.
 
-For each method, context length and ratio: warm up, then time ``with press(model): model.model(ids)``
-``repeats`` times (CUDA-synchronised on GPU); separately time only the press's scoring and selection
-(``press.compress`` over every layer's captured prefill inputs); record peak memory (CUDA peak on
-GPU, process peak RSS on CPU). On a GPU without the hub, ``eight_b_shaped_llama`` builds a model with
-Llama-3.1-8B's configuration and random weights: latency needs no trained weights.
+For each context length and ratio: warm up, then ``repeats`` rounds; in each round every method, in an
+order rotated round by round, times its scoring and selection alone (``press.compress`` over every
+layer's captured prefill inputs) and then its whole prefill ``with press(model): model.model(ids)``
+(CUDA-synchronised on GPU), recording peak memory (CUDA peak on GPU, process peak RSS on CPU). Tables
+report the median with its interval over repeats, and a ratio of two methods from per-round pairs
+(``timing_stats``): one number without its spread cannot tell noise from an effect. On a GPU without
+the hub, ``eight_b_shaped_llama`` builds a model with Llama-3.1-8B's configuration and random weights:
+latency needs no trained weights.
 """
 
 from __future__ import annotations
@@ -15,7 +18,6 @@ import statistics
 import sys
 import time
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,7 @@ from tqdm.auto import tqdm
 from .atomic import atomic_write_text
 from .prefill import SharedPrefill
 from .presses import make_press
+from .timing_stats import Spread, median_interval, paired_ratios, verdict
 
 # Llama-3.1-8B's architecture (config.json of meta-llama/Llama-3.1-8B-Instruct)
 LLAMA_31_8B = dict(vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
@@ -63,27 +66,6 @@ def _peak_mb(device: torch.device) -> float:
     return rss / (2**20 if sys.platform == "darwin" else 2**10)
 
 
-def time_prefill(model: Any, ids: torch.Tensor, press: Any, repeats: int, warmup: int = 2) -> list[float]:
-    """Seconds per prefill (compression included), after ``warmup`` untimed runs."""
-    from transformers import DynamicCache
-
-    device = model.device
-    times = []
-    for i in range(warmup + repeats):
-        _sync(device)
-        start = time.perf_counter()
-        with torch.no_grad():
-            if press is None:
-                model.model(input_ids=ids, past_key_values=DynamicCache())
-            else:
-                with press(model):
-                    model.model(input_ids=ids, past_key_values=DynamicCache())
-        _sync(device)
-        if i >= warmup:
-            times.append(time.perf_counter() - start)
-    return times
-
-
 def compare_scoring(model: Any, shared: SharedPrefill, presses: dict[str, Any], repeats: int,
                     warmup: int = 2) -> dict[str, list[float]]:
     """Seconds of each press's own scoring and selection over all layers (no prefill), on captured inputs;
@@ -105,74 +87,125 @@ def compare_scoring(model: Any, shared: SharedPrefill, presses: dict[str, Any], 
     return {name: t[-repeats:] for name, t in times.items()}
 
 
-@dataclass
-class LatencyRow:
-    model: str
-    device: str
-    dtype: str
-    length: int
-    method: str
-    ratio: float
-    repeats: int
-    mean_ms: float
-    std_ms: float
-    median_ms: float
-    scoring_mean_ms: float
-    scoring_median_ms: float
-    peak_mb: float
+def _prefill_once(model: Any, ids: torch.Tensor, press: Any) -> float:
+    """Seconds of one prefill with ``press`` (None: no compression), synchronised on a GPU."""
+    from transformers import DynamicCache
+
+    _sync(model.device)
+    start = time.perf_counter()
+    with torch.no_grad():
+        if press is None:
+            model.model(input_ids=ids, past_key_values=DynamicCache())
+        else:
+            with press(model):
+                model.model(input_ids=ids, past_key_values=DynamicCache())
+    _sync(model.device)
+    return time.perf_counter() - start
 
 
-def _stats(seconds: list[float]) -> tuple[float, float, float]:
-    ms = [s * 1000 for s in seconds]
-    return statistics.fmean(ms), statistics.pstdev(ms) if len(ms) > 1 else 0.0, statistics.median(ms)
+def _scoring_once(model: Any, shared: SharedPrefill, press: Any) -> float:
+    """Seconds of the press's own scoring and selection over all layers (0 for no press)."""
+    if press is None:
+        return 0.0
+    _sync(model.device)
+    start = time.perf_counter()
+    shared.cache_for(press)
+    _sync(model.device)
+    return time.perf_counter() - start
+
+
+def time_rounds(model: Any, ids: torch.Tensor, shared: SharedPrefill, presses: dict[str, Any], repeats: int,
+                warmup: int = 2) -> pd.DataFrame:
+    """Per round, every method once (the order rotated round by round): its scoring alone, then its whole
+    prefill. One row per (round, method): ``prefill_ms``, ``scoring_ms``, ``peak_mb``. Methods of one round
+    share the machine's state, so per-round ratios are paired (``timing_stats``)."""
+    device = model.device
+    names, rows = list(presses), []
+    for i in range(warmup + repeats):
+        shift = i % len(names)
+        for name in names[shift:] + names[:shift]:
+            scoring = _scoring_once(model, shared, presses[name])
+            SharedPrefill.clear_masks(model)
+            _peak_reset(device)
+            prefill = _prefill_once(model, ids, presses[name])
+            peak = _peak_mb(device)
+            SharedPrefill.clear_masks(model)
+            if i >= warmup:
+                rows.append({"method": name, "repeat": i - warmup, "prefill_ms": prefill * 1000,
+                             "scoring_ms": scoring * 1000, "peak_mb": peak})
+    order = {name: k for k, name in enumerate(names)}
+    return pd.DataFrame(rows).sort_values(["method", "repeat"], key=lambda c: c.map(order) if c.name == "method" else c,
+                                          ignore_index=True)
+
+
+def measure_samples(model: Any, model_name: str, lengths: Iterable[int], methods: Iterable[str], ratio: float,
+                    repeats: int, warmup: int = 2, seed: int = 0, progress: bool = True) -> pd.DataFrame:
+    """Every timed repeat: one row per (length, round, method). Inputs are random token ids (content does not
+    matter for timing)."""
+    device = model.device
+    gen = torch.Generator().manual_seed(seed)
+    lengths, methods = list(lengths), list(methods)
+    frames = []
+    for length in tqdm(lengths, desc="latency", disable=not progress):
+        ids = torch.randint(10, model.config.vocab_size - 10, (1, length), generator=gen).to(device)
+        shared = SharedPrefill(model, ids)
+        presses = {m: make_press(m, ratio if m != "no_press" else 0.0) for m in methods}
+        rounds = time_rounds(model, ids, shared, presses, repeats, warmup)
+        frames.append(rounds.assign(model=model_name, device=str(device), length=length, ratio=ratio,
+                                    dtype=str(model.dtype).removeprefix("torch.")))
+        del shared
+    cols = ["model", "device", "dtype", "length", "method", "ratio", "repeat", "prefill_ms", "scoring_ms", "peak_mb"]
+    return pd.concat(frames, ignore_index=True)[cols]
+
+
+def summarise(samples: pd.DataFrame) -> pd.DataFrame:
+    """The latency table: per (model, length, method) the mean and std (the paper's), the median with its
+    interval over repeats (``timing_stats``), the scoring time likewise, and the peak memory."""
+    rows = []
+    keys = ["model", "device", "dtype", "length", "method", "ratio"]
+    for key, g in samples.groupby(keys, sort=False):
+        pre, sco = median_interval(g.prefill_ms.tolist()), median_interval(g.scoring_ms.tolist())
+        ms = g.prefill_ms.tolist()
+        rows.append({**dict(zip(keys, key, strict=True)), "repeats": len(g), "mean_ms": statistics.fmean(ms),
+                     "std_ms": statistics.pstdev(ms) if len(ms) > 1 else 0.0, "median_ms": pre.median,
+                     "median_lo_ms": pre.lo, "median_hi_ms": pre.hi, "coverage": pre.coverage,
+                     "scoring_mean_ms": g.scoring_ms.mean(), "scoring_median_ms": sco.median,
+                     "scoring_lo_ms": sco.lo, "scoring_hi_ms": sco.hi, "peak_mb": g.peak_mb.max()})
+    return pd.DataFrame(rows)
 
 
 def measure(model: Any, model_name: str, lengths: Iterable[int], methods: Iterable[str], ratio: float,
             repeats: int, warmup: int = 2, seed: int = 0, progress: bool = True) -> pd.DataFrame:
-    """The latency table: one row per (length, method). Inputs are random token ids (content does not matter)."""
-    rows = []
-    device = model.device
-    gen = torch.Generator().manual_seed(seed)
-    lengths, methods = list(lengths), list(methods)
-    with tqdm(total=len(lengths) * len(methods), desc="latency", disable=not progress) as bar:
-        for length in lengths:
-            ids = torch.randint(10, model.config.vocab_size - 10, (1, length), generator=gen).to(device)
-            shared = SharedPrefill(model, ids)
-            presses = {m: make_press(m, ratio if m != "no_press" else 0.0) for m in methods}
-            scoring_all = compare_scoring(model, shared, presses, repeats, warmup)
-            for method in methods:
-                press = presses[method]
-                _peak_reset(device)
-                prefill = time_prefill(model, ids, press, repeats, warmup)
-                peak = _peak_mb(device)
-                SharedPrefill.clear_masks(model)
-                mean, std, median = _stats(prefill)
-                s_mean, _, s_median = _stats(scoring_all[method])
-                rows.append(LatencyRow(model_name, str(device), str(model.dtype).removeprefix("torch."), length,
-                                       method, ratio, repeats, mean, std, median, s_mean, s_median, peak))
-                bar.update(1)
-            del shared
-    return pd.DataFrame([asdict(r) for r in rows])
+    """``summarise(measure_samples(...))``: the latency table alone (the CLI, scripts)."""
+    return summarise(measure_samples(model, model_name, lengths, methods, ratio, repeats, warmup, seed, progress))
 
 
-def ratios(table: pd.DataFrame, column: str = "mean_ms") -> pd.DataFrame:
-    """FRC / SnapKV and FRC / ChunkKV per (model, length) for ``column`` (prefill or scoring time)."""
+PAIRS = {"frc_over_snapkv": ("frc", "snapkv"), "frc_over_chunkkv": ("frc", "chunkkv")}
+
+
+def ratios(samples: pd.DataFrame, column: str = "prefill_ms") -> pd.DataFrame:
+    """FRC / SnapKV and FRC / ChunkKV per (model, length) for ``column`` (``prefill_ms`` or ``scoring_ms``):
+    the median of per-round paired ratios and its interval (``timing_stats``). One row per ratio."""
     out = []
-    for (model, length), g in table.groupby(["model", "length"]):
-        t = g.set_index("method")[column]
-        row = {"model": model, "length": length}
-        for other in ("snapkv", "chunkkv"):
-            if "frc" in t and other in t and t[other] > 0:
-                row[f"frc_over_{other}"] = t["frc"] / t[other]
-        out.append(row)
-    return pd.DataFrame(out)
+    for (model, length), g in samples.groupby(["model", "length"], sort=False):
+        by = {m: t.sort_values("repeat")[column].tolist() for m, t in g.groupby("method")}
+        for name, (a, b) in PAIRS.items():
+            if a in by and b in by:
+                s = median_interval(paired_ratios(by[a], by[b]))
+                out.append({"model": model, "length": length, "ratio": name, "here": s.median, "lo": s.lo,
+                            "hi": s.hi, "coverage": s.coverage, "repeats": s.n})
+    return pd.DataFrame(out, columns=["model", "length", "ratio", "here", "lo", "hi", "coverage", "repeats"])
 
 
-def save(table: pd.DataFrame, out_dir: str | Path, meta: dict | None = None) -> Path:
-    """``latency.csv`` plus ``latency.json`` (the table and how it was measured), like a grid result."""
+def save(table: pd.DataFrame, out_dir: str | Path, meta: dict | None = None,
+         samples: pd.DataFrame | None = None) -> Path:
+    """``latency.csv`` plus ``latency.json`` (the table and how it was measured), like a grid result, and
+    ``latency_samples.csv`` (every repeat) when given, from which any paired ratio can be recomputed."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     table.to_csv(out / "latency.csv", index=False)
+    if samples is not None:
+        samples.to_csv(out / "latency_samples.csv", index=False)
     payload = {"meta": {**(meta or {}), "torch": torch.__version__,
                         "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
                         "date": time.strftime("%Y-%m-%d")}, "rows": table.to_dict("records")}
@@ -183,23 +216,29 @@ def save(table: pd.DataFrame, out_dir: str | Path, meta: dict | None = None) -> 
 PAPER_RATIOS = {"frc_over_snapkv": (1.1, 1.3), "frc_over_chunkkv": (1 / 1.6, 1 / 1.1)}
 
 
-def paper_comparison(table: pd.DataFrame) -> pd.DataFrame:
-    """Prefill ratios FRC/SnapKV and FRC/ChunkKV here, beside the paper's ranges (Llama-3.1-8B, H100)."""
-    ours = ratios(table, "mean_ms")
+def paper_comparison(samples: pd.DataFrame) -> pd.DataFrame:
+    """Prefill ratios FRC/SnapKV and FRC/ChunkKV here (median and paired interval), beside the paper's ranges
+    (Llama-3.1-8B, H100), with a verdict: reproduced, contradicted or inconclusive (``timing_stats.verdict``)."""
     rows = []
-    for _, r in ours.iterrows():
-        for key, (lo, hi) in PAPER_RATIOS.items():
-            if key in r and pd.notna(r[key]):
-                rows.append({"model": r["model"], "length": r["length"], "ratio": key, "here": r[key],
-                             "paper_low": lo, "paper_high": hi})
+    for r in ratios(samples, "prefill_ms").itertuples(index=False):
+        lo, hi = PAPER_RATIOS[r.ratio]
+        spread = Spread(r.here, r.lo, r.hi, r.coverage, r.repeats)
+        rows.append({**r._asdict(), "paper_low": lo, "paper_high": hi, "verdict": verdict(spread, lo, hi)})
     return pd.DataFrame(rows)
 
 
-def overhead_share(table: pd.DataFrame) -> pd.DataFrame:
-    """Each press's scoring + selection time as a share of its whole prefill (median)."""
-    out = table[table.method != "no_press"][["model", "length", "method", "scoring_median_ms", "median_ms"]].copy()
-    out["share_of_prefill"] = out.scoring_median_ms / out.median_ms
-    return out
+def overhead_share(samples: pd.DataFrame) -> pd.DataFrame:
+    """Each press's scoring + selection time as a share of its whole prefill: per round, the two timed back to
+    back, then the median share and its interval; beside them the medians of each time."""
+    out = []
+    for (model, length, method), g in samples[samples.method != "no_press"].groupby(["model", "length", "method"],
+                                                                                      sort=False):
+        share = median_interval(paired_ratios(g.scoring_ms.tolist(), g.prefill_ms.tolist()))
+        out.append({"model": model, "length": length, "method": method,
+                    "scoring_median_ms": g.scoring_ms.median(), "median_ms": g.prefill_ms.median(),
+                    "share_of_prefill": share.median, "share_lo": share.lo, "share_hi": share.hi,
+                    "coverage": share.coverage})
+    return pd.DataFrame(out)
 
 
 def gpu_reference(path: str | Path | None = None) -> pd.DataFrame:

@@ -1,4 +1,4 @@
-"""The latency benchmark at smoke scale returns sane values; notebook 06 runs under smoke."""
+"""The latency benchmark at smoke scale returns sane values with their spread; notebook 06 runs under smoke."""
 
 from __future__ import annotations
 
@@ -6,26 +6,72 @@ import math
 
 import pytest
 
-from cachecraft_lib import latency
+from cachecraft_lib import latency, timing_stats
 from cachecraft_lib.notebooks import list_notebooks, run_notebook
+from cachecraft_lib.timing_stats import Spread, median_interval, paired_ratios, verdict
 
 
-def test_measure_returns_sane_values(tiny_model):
+@pytest.fixture(scope="module")
+def samples(tiny_model):
     model, _ = tiny_model
-    table = latency.measure(model, "tiny", [256, 512], ["no_press", "snapkv", "chunkkv", "frc"], 0.88, repeats=3,
-                            warmup=1, progress=False)
+    return latency.measure_samples(model, "tiny", [256, 512], ["no_press", "snapkv", "chunkkv", "frc"], 0.88,
+                                   repeats=3, warmup=1, progress=False)
+
+
+def test_measure_returns_sane_values_with_their_spread(samples):
+    assert len(samples) == 2 * 3 * 4 and set(samples.repeat) == {0, 1, 2}
+    table = latency.summarise(samples)
     assert len(table) == 8
     for row in table.itertuples():
         assert row.mean_ms > 0 and row.median_ms > 0 and row.std_ms >= 0 and row.peak_mb > 0
         assert not any(math.isnan(v) for v in (row.mean_ms, row.std_ms, row.median_ms, row.scoring_median_ms))
+        assert row.median_lo_ms <= row.median_ms <= row.median_hi_ms
+        assert row.coverage == pytest.approx(0.75)  # three repeats: [min, max] covers the median 75% of the time
         assert (row.scoring_median_ms == 0) == (row.method == "no_press")
-        # no timing comparison here: scoring and prefill are timed in separate runs, and a loaded machine can
-        # invert them (seen in CI: 372 vs 126 ms); benchmarks/ and notebook 06 report the real ratios
-    ratios = latency.ratios(table, "scoring_median_ms")
-    assert list(ratios.length) == [256, 512] and (ratios.frc_over_snapkv > 0).all()
-    share = latency.overhead_share(table)
-    assert (share.share_of_prefill > 0).all()
-    assert share.share_of_prefill.tolist() == pytest.approx((share.scoring_median_ms / share.median_ms).tolist())
+        # no timing comparison here: a loaded machine can invert any two timings; notebook 06 reports them
+        # with their intervals and an 'inconclusive' verdict where the interval says so
+
+
+def test_ratios_are_paired_per_round(samples):
+    r = latency.ratios(samples, "scoring_ms")
+    assert list(r.length.unique()) == [256, 512] and set(r.ratio) == {"frc_over_snapkv", "frc_over_chunkkv"}
+    g = samples[samples.length == 256]
+    frc = g[g.method == "frc"].sort_values("repeat").scoring_ms.tolist()
+    snap = g[g.method == "snapkv"].sort_values("repeat").scoring_ms.tolist()
+    expected = median_interval([a / b for a, b in zip(frc, snap, strict=True)])
+    row = r[(r.length == 256) & (r.ratio == "frc_over_snapkv")].iloc[0]
+    assert (row.here, row.lo, row.hi) == pytest.approx((expected.median, expected.lo, expected.hi))
+    comparison = latency.paper_comparison(samples)
+    assert set(comparison.verdict) == {"inconclusive"}  # three repeats are too few to decide either way
+    share = latency.overhead_share(samples)
+    assert (share.share_of_prefill > 0).all() and (share.share_lo <= share.share_hi).all()
+
+
+def test_median_interval_is_the_order_statistic_interval():
+    ten = list(range(10, 0, -1))
+    s = median_interval(ten)
+    assert (s.median, s.lo, s.hi, s.n) == (5.5, 2, 9, 10)  # [x(2), x(9)]: 1 - 2*11/1024 = 97.9 %
+    assert s.coverage == pytest.approx(1 - 2 * 11 / 1024)
+    hundred = median_interval(range(100))
+    assert hundred.coverage >= 0.95 and 38 <= hundred.lo < hundred.median < hundred.hi <= 61
+    two = median_interval([3.0, 1.0])
+    assert (two.lo, two.hi, two.coverage) == (1.0, 3.0, 0.5)
+    assert math.isnan(median_interval([]).median)
+    assert paired_ratios([2.0, 3.0], [1.0, 0.0])[0] == 2.0 and math.isnan(paired_ratios([1.0], [0.0])[0])
+    with pytest.raises(ValueError):
+        paired_ratios([1.0], [1.0, 2.0])
+
+
+@pytest.mark.parametrize("lo,hi,coverage,expected", [
+    (1.12, 1.25, 0.98, timing_stats.REPRODUCED),  # inside the range
+    (0.90, 1.05, 0.98, timing_stats.CONTRADICTED),  # wholly below
+    (1.35, 1.50, 0.98, timing_stats.CONTRADICTED),  # wholly above
+    (1.00, 1.20, 0.98, timing_stats.INCONCLUSIVE),  # straddles the lower bound
+    (1.00, 1.40, 0.98, timing_stats.INCONCLUSIVE),  # wider than the range
+    (1.12, 1.25, 0.50, timing_stats.INCONCLUSIVE),  # too few repeats for a 95 % interval
+])
+def test_verdict_is_three_valued(lo, hi, coverage, expected):
+    assert verdict(Spread((lo + hi) / 2, lo, hi, coverage, 10), 1.1, 1.3) == expected
 
 
 def test_eight_b_shape_is_llama_31_8b():
@@ -37,13 +83,14 @@ def test_eight_b_shape_is_llama_31_8b():
     assert cfg.rope_parameters["rope_type"] == "llama3"
 
 
-def test_save_writes_table_and_meta(tmp_path, tiny_model):
+def test_save_writes_table_samples_and_meta(tmp_path, tiny_model):
     import json
 
-    table = latency.measure(tiny_model[0], "tiny", [256], ["no_press", "frc"], 0.5, repeats=2, warmup=0,
-                            progress=False)
-    path = latency.save(table, tmp_path, meta={"profile": "test"})
+    samples = latency.measure_samples(tiny_model[0], "tiny", [256], ["no_press", "frc"], 0.5, repeats=2, warmup=0,
+                                      progress=False)
+    path = latency.save(latency.summarise(samples), tmp_path, meta={"profile": "test"}, samples=samples)
     assert path.exists() and json.loads((tmp_path / "latency.json").read_text())["meta"]["profile"] == "test"
+    assert len((tmp_path / "latency_samples.csv").read_text().splitlines()) == 1 + 4
 
 
 @pytest.mark.slow
@@ -51,6 +98,9 @@ def test_notebook_06_latency(tmp_path):
     r = run_notebook(list_notebooks(["06"])[0], "smoke", out_dir=tmp_path, figures=tmp_path / "f").records
     assert r["methods"] == ["chunkkv", "frc", "no_press", "snapkv"] and r["rows"] == 4 and r["gpu"] is False
     assert all(v > 0 for v in r["mean_ms"].values())
+    assert all(lo <= med <= hi for med, lo, hi in r["median_ms"].values())
     assert len(r["prefill_ratios"]) == 2 and all(0.2 < v < 5 for v in r["prefill_ratios"])
-    assert r["scoring_ratios"][0]["frc_over_snapkv"] > 0
+    assert r["verdicts"] == ["inconclusive", "inconclusive"]  # two repeats (smoke) cannot decide
+    assert r["scoring_ratios"][0]["here"] > 0
     assert (tmp_path / "f" / "fig_latency.png").exists() and (tmp_path / "f" / "table_latency.md").exists()
+    assert "verdict" in (tmp_path / "f" / "table_latency_ratios.md").read_text()
