@@ -1,11 +1,14 @@
 """Look inside one prefill: per-layer feature contexts, where a needle sits, what a policy keeps.
 
-Used by notebooks 01 and 02 so they stay short; everything here reuses the press machinery.
+Used by notebooks 01 and 02 so they stay short; everything here reuses the press machinery. The prefill is
+the one the grid scores, built by KVPress's own ``preprocess``: with a chat template (every instruct model)
+the template's header comes first, so token positions count it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -29,8 +32,30 @@ class LayerView:
 
 
 def context_ids(tokenizer: Any, context: str) -> torch.Tensor:
-    """The prefill ids exactly as KVPress's pipeline builds them without a chat template (bos + context)."""
-    return tokenizer.encode((tokenizer.bos_token or "") + context, add_special_tokens=False, return_tensors="pt")
+    """The prefill ids exactly as KVPress's pipeline builds them (its own ``preprocess``, untruncated as in the
+    grid): ``bos + context`` without a chat template, the template's header then the context with one."""
+    from kvpress import KVPressTextGenerationPipeline
+
+    # preprocess reads nothing of the pipeline but its tokenizer, so a stand-in spares loading a model
+    ids = KVPressTextGenerationPipeline.preprocess(SimpleNamespace(tokenizer=tokenizer), context, [""], "",
+                                                   max_context_length=10**9)
+    return ids["context_ids"]
+
+
+def prefill_text(tokenizer: Any, context: str) -> tuple[str, int]:
+    """The prefill as text, split from the question as KVPress's ``preprocess`` splits it, and where the context
+    starts in it (its character 0; a template that trims the context's leading whitespace shifts it back)."""
+    if tokenizer.chat_template is None:
+        head = getattr(tokenizer, "bos_token", "") or ""
+        return head + context, len(head)
+    separator = "#" * (len(context) + 10)
+    text = tokenizer.apply_chat_template([{"role": "user", "content": context + separator}],
+                                         add_generation_prompt=True, tokenize=False, enable_thinking=False)
+    text = text.split(separator)[0]
+    for body in (context, context.lstrip()):
+        if text.endswith(body):
+            return text, len(text) - len(body) - (len(context) - len(body))
+    raise ValueError("the chat template rewrites the context, so its tokens cannot be located in the prefill")
 
 
 def inspect_prefill(model: Any, tokenizer: Any, context: str, compression_ratio: float = 0.88,
@@ -45,13 +70,16 @@ def inspect_prefill(model: Any, tokenizer: Any, context: str, compression_ratio:
 
 
 def token_span(tokenizer: Any, context: str, substring: str) -> tuple[int, int]:
-    """[start, end) token positions of ``substring`` inside the prefill of ``context`` (bos counted)."""
+    """[start, end) positions of ``substring`` (its first occurrence) in the prefill of ``context`` as the grid
+    scores it: after bos, or after the chat template's header (system turn and user header) when there is one."""
     start_char = context.find(substring)
     if start_char < 0:
         raise ValueError(f"{substring!r} is not in the context")
-    enc = tokenizer((tokenizer.bos_token or "") + context, add_special_tokens=False, return_offsets_mapping=True)
-    shift = len(tokenizer.bos_token or "")
-    lo, hi = start_char + shift, start_char + shift + len(substring)
+    text, offset = prefill_text(tokenizer, context)
+    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    if enc["input_ids"] != context_ids(tokenizer, context)[0].tolist():
+        raise RuntimeError("the prefill text does not tokenize to KVPress's prefill ids; spans would be misplaced")
+    lo, hi = offset + start_char, offset + start_char + len(substring)
     toks = [i for i, (a, b) in enumerate(enc["offset_mapping"]) if b > lo and a < hi]
     return toks[0], toks[-1] + 1
 
