@@ -177,20 +177,24 @@ def load_offline(length: int, tokenizer: Any, samples_per_task: int = 500, seed:
 
 
 def hub_reachable(timeout: float = 3.0) -> bool:
-    """A quick check before asking ``datasets`` (whose retries take half a minute and flood the log)."""
-    import socket
-    from urllib.parse import urlparse
+    """A quick check before asking ``datasets`` (whose retries take half a minute and flood the log).
 
+    One HEAD request through huggingface_hub's own HTTP client, so it goes wherever the hub's downloads go:
+    through ``HTTPS_PROXY``/``ALL_PROXY``, with the user's ``HF_ENDPOINT`` and client factory. (A raw socket to
+    the hub would report "unreachable" behind a proxy and force offline mode.) Any HTTP answer below 500
+    counts as reachable; no answer in ``timeout`` seconds, a refused proxy or a server error does not.
+    """
     from huggingface_hub import constants
+    from huggingface_hub.utils import get_session
 
     if constants.HF_HUB_OFFLINE or os.environ.get("HF_DATASETS_OFFLINE") == "1":
         return False
-    url = urlparse(constants.ENDPOINT)
     try:
-        socket.create_connection((url.hostname, url.port or 443), timeout=timeout).close()
-    except OSError:
+        response = get_session().head(constants.ENDPOINT, timeout=timeout, follow_redirects=False)
+    except Exception as err:  # httpx's transport and proxy errors, OSError, a user factory's own errors
+        log.debug("hub probe of %s failed: %s: %s", constants.ENDPOINT, type(err).__name__, err)
         return False
-    return True
+    return response.status_code < 500
 
 
 def load_hf(length: int) -> pd.DataFrame:
