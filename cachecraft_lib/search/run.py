@@ -128,7 +128,9 @@ async def evolve_async(seed: str | Path, iterations: int, out_dir: str | Path, p
     if done >= iterations:
         print(f"{out} already holds {done} iterations (asked for {iterations}): nothing to run")
         return None
-    if isolate if isolate is not None else not hash_seed_fixed():
+    if isolate is None:
+        isolate = not hash_seed_fixed()
+    if isolate:
         from .fresh import run_spec, write_spec
 
         print("this interpreter's string hashes are randomised: running the search in a fresh process "
