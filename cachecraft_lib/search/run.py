@@ -50,7 +50,7 @@ def settings_for(profile: Profile, seed: str | Path, ratio: float = 0.83) -> Sea
 def build_config(iterations: int, mutator: str = "offline", seed: int = 42, adversarial: float = 0.0,
                  gate_score: float | None = None, islands: int = 2, ollama_model: str = OLLAMA_MODEL,
                  api_base: str = OLLAMA_BASE, api_key: str = "ollama"):
-    """OpenEvolve's ``Config`` for CacheCraft (see ``shared/reference/openevolve.md`` §8 for each choice)."""
+    """OpenEvolve's ``Config`` for CacheCraft: one worker, seeded, the cascade evaluator and its gate."""
     from openevolve.config import Config, LLMModelConfig
 
     cfg = Config()
