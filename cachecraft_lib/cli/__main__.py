@@ -1,0 +1,5 @@
+"""``python -m cachecraft_lib.cli``."""
+
+from . import main
+
+raise SystemExit(main())

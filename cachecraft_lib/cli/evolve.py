@@ -1,0 +1,48 @@
+"""``cachecraft evolve``: a CacheCraft search."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..profiles import PROFILES
+
+
+def _cmd_evolve(args: argparse.Namespace) -> int:
+    from ..paths import DATA
+    from ..profiles import get_profile
+    from ..search.run import evolve
+
+    profile = get_profile(args.profile)
+    out = Path(args.out) if args.out else DATA / "results" / "search" / f"{profile.name}_{args.seed}_{args.mutator}"
+    iterations = args.iterations or profile.search_iterations
+    print(f"cachecraft evolve: seed {args.seed}, {iterations} iterations, mutator {args.mutator} -> {out}")
+    llm = {} if args.mutator == "offline" else {"ollama_model": args.llm_model, "api_base": args.api_base,
+                                                "api_key": args.api_key}
+    best = evolve(args.seed, iterations, out, profile, mutator=args.mutator, adversarial=args.adversarial,
+                  ratio=args.ratio, random_seed=args.random_seed, resume=not args.fresh, **llm)
+    if best is not None:
+        print(f"best program {best.id}: {best.metrics}")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``evolve``."""
+    ev = sub.add_parser("evolve", help="run a CacheCraft search (OpenEvolve + cascade evaluator)",
+                        description="Evolve an eviction policy from a seed with OpenEvolve; candidates run isolated "
+                                    "and are scored by the cascade evaluator. Resumes from the run's last checkpoint.")
+    ev.add_argument("--seed", default="v5", help="seed program: v1, chunkkv, v5, expected_attention, or a file")
+    ev.add_argument("--iterations", type=int, help="iterations (default: the profile's)")
+    ev.add_argument("--mutator", default="offline", choices=["offline", "ollama", "openai"],
+                    help="offline: deterministic code edits, not an LLM; ollama: local qwen3.5:35b-a3b-q4_K_M; "
+                         "openai: any OpenAI-compatible endpoint (--llm-model, --api-base, --api-key)")
+    ev.add_argument("--llm-model", default="qwen3.5:35b-a3b-q4_K_M", help="model name for ollama/openai")
+    ev.add_argument("--api-base", default="http://localhost:11434/v1", help="OpenAI-compatible base URL")
+    ev.add_argument("--api-key", default="ollama", help="API key (Ollama accepts any non-empty string)")
+    ev.add_argument("--adversarial", type=float, default=0.0, help="probability of proposing a reward hack (offline)")
+    ev.add_argument("--profile", default="cpu", choices=sorted(PROFILES))
+    ev.add_argument("--ratio", type=float, default=0.83, help="compression ratio of the search (paper: 0.83)")
+    ev.add_argument("--random-seed", type=int, default=42)
+    ev.add_argument("--fresh", action="store_true", help="do not resume from the last checkpoint")
+    ev.add_argument("--out", help="run folder (default data/results/search/<profile>_<seed>_<mutator>)")
+    ev.set_defaults(func=_cmd_evolve)
