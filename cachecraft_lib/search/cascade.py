@@ -15,7 +15,9 @@ fallback when no seed program is given.)
 Every candidate runs in a ``Sandbox``; its selections are validated here. Any violation, hang, crash,
 memory blow-up or tampering makes the candidate *invalid* (``valid = 0``, fitness 0) with the reason in
 the artifacts, which OpenEvolve shows the mutator in the next prompt. The model, the data and every
-sample's prefill and feature contexts are computed once per worker process and reused for all candidates.
+sample's feature contexts are computed once per worker process and reused for all candidates; a sample's
+prefill is not kept but re-run when a candidate answers (``samples``), so memory does not grow with the
+number of stage samples.
 """
 
 from __future__ import annotations
@@ -26,15 +28,11 @@ import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
-import torch
-
-from ..features import layer_contexts
 from ..models import load_model
 from ..pipeline import TokenwiseQuestionPipeline
-from ..prefill import SharedPrefill
 from ..ruler import load, score
+from .samples import StageSample, answer, build_sample
 from .sandbox import CandidateFailed, Sandbox
 from .static_checks import stage0
 
@@ -73,14 +71,6 @@ class SearchSettings:
         return cls(**json.loads(Path(path).read_text()))
 
 
-@dataclass
-class _Sample:
-    row: Any
-    contexts: list
-    shared: SharedPrefill
-    question_ids: torch.Tensor
-
-
 class CascadeEvaluator:
     """Holds the model, data and per-sample prefill state of one worker; scores candidates stage by stage."""
 
@@ -96,37 +86,24 @@ class CascadeEvaluator:
         self.stage_rows = {1: data[rank < settings.stage1_samples_per_task].reset_index(drop=True),
                            2: data[rank >= settings.stage1_samples_per_task].reset_index(drop=True)}
         self.pipe = TokenwiseQuestionPipeline(model=self.model, tokenizer=self.tokenizer, device=self.model.device)
-        self._samples: dict[tuple[int, int], _Sample] = {}
+        self._samples: dict[tuple[int, int], StageSample] = {}
         self._s1_cache: dict[str, dict] = {}
         self._s1_scores: dict[str, float] = {}  # S1 already measured (the seed's, for the gate), by source digest
         self.seed_source = Path(settings.seed_program).read_text() if settings.seed_program else None
         self.gate = settings.gate if settings.gate is not None else self._scaled_gate()
 
     # ------------------------------------------------------------------------------------ samples
-    def _sample(self, stage: int, i: int) -> _Sample:
+    def _sample(self, stage: int, i: int) -> StageSample:
+        """The stage's ``i``-th sample: its feature contexts and ids, built once (``samples``: no prefill kept)."""
         key = (stage, i)
         if key not in self._samples:
-            row = self.stage_rows[stage].iloc[i]
-            ids = self.pipe.preprocess(row.context, [row.question], row.answer_prefix, max_context_length=10**9)
-            shared = SharedPrefill(self.model, ids["context_ids"])
-            contexts = [ctx for _, ctx in layer_contexts(shared.layers, self.settings.compression_ratio,
-                                                         self.settings.n_queries, self.settings.window)]
-            self._samples[key] = _Sample(row, contexts, shared, ids["questions_ids"][0])
+            self._samples[key] = build_sample(self.model, self.pipe, self.stage_rows[stage].iloc[i],
+                                              self.settings.compression_ratio, self.settings.n_queries,
+                                              self.settings.window)
         return self._samples[key]
 
-    def _answer(self, sample: _Sample, kept: list | None) -> str:
-        from transformers import DynamicCache
-
-        cache = DynamicCache()
-        for (module, _, keys, values, _), idx in zip(sample.shared.layers, kept or [None] * len(sample.shared.layers),
-                                                       strict=True):
-            if idx is not None:
-                t = torch.as_tensor(idx, device=keys.device)
-                keys, values = keys[:, :, t], values[:, :, t]
-            cache.update(keys, values, module.layer_idx)
-        with torch.no_grad():
-            return self.pipe.generate_answer(sample.question_ids, cache, sample.shared.context_length,
-                                             int(sample.row.max_new_tokens))
+    def _answer(self, sample: StageSample, kept: list | None) -> str:
+        return answer(self.model, self.pipe, sample, kept)
 
     def _scaled_gate(self) -> float:
         """The paper's gate in this model's terms: relative to the seed's S1 (module doc)."""
