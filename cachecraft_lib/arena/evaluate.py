@@ -1,0 +1,173 @@
+"""Run methods on a board's items: one shared prefill per context, every method x budget compressed from it,
+one batched decode of all their caches (``grid.decode.decode_rows``), RULER's metric per answer.
+
+Why this path and not KVPress's pipeline per item: it is the grid's path (``prefill.SharedPrefill``, the same
+``CacheRow``s), so a submission is scored exactly as the suite scores every baseline, and a board of several
+methods and budgets costs one prefill per context. On B boards one compressed cache answers all of the
+context's questions (they join the same batch).
+
+Beside each answer's score it records deterministic efficiency measures (CPU wall clock cannot be scored:
+the same work took 1.5 s in one run and 19-43 s in another on these machines):
+
+- ``logical_entries``: KV entries (all layers and KV heads) the method kept; masked entries do not count;
+- ``physical_entries`` / ``kv_bytes``: what the cache actually holds (a key-masking press, AdaKV or KVzip,
+  keeps every entry physically);
+- ``read_entries``: entries attention reads for the first decoded token (physical cache + question);
+- ``overhead_flops``: floating-point operations of the compression (``torch.utils.flop_counter``, attention
+  counted) next to ``prefill_flops``. Work a sandboxed submission does in its own process is not counted
+  here (its CPU time is bounded by the sandbox's limits); on a GPU, timings replace these proxies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+import torch
+from kvpress import BasePress
+from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
+from tqdm.auto import tqdm
+
+from ..grid.decode import CacheRow, decode_rows
+from ..pipeline import make_pipeline
+from ..prefill import SharedPrefill
+from ..ruler.scoring import as_refs, clean_prediction, metric_for
+from .baselines import baseline
+from .boards import Board
+
+FULL = "full"
+ROW_COLUMNS = ["method", "budget", "item", "context_id", "task", "length", "score", "predicted_answer",
+               "logical_entries", "physical_entries", "full_entries", "kv_bytes", "full_kv_bytes",
+               "read_entries", "full_read_entries", "overhead_flops", "prefill_flops"]
+
+
+@dataclass(frozen=True)
+class Contender:
+    """A method on a board: how to build its press for a compression ratio (``None`` = full cache)."""
+
+    name: str
+    build: Callable[[float], BasePress | None]
+    kind: str = "baseline"  # baseline | submission
+    own_prefill: bool = False  # replays the context itself (KVzip): cannot use the shared prefill
+    masks_keys: bool = False
+
+
+def baseline_contender(name: str) -> Contender:
+    b = baseline(name)
+    return Contender(b.name, b.build, "baseline", b.own_prefill, b.masks_keys)
+
+
+def submission_contender(sub: Any, **limits: Any) -> Contender:
+    """A checked submission (``submission.Submission``) through arena-core's sandboxed press."""
+    from .press import submission_press
+
+    return Contender(sub.name, lambda ratio: submission_press(sub, ratio, **limits), "submission")
+
+
+def _sdpa_cpu_flops(query_shape, key_shape, value_shape, *args, **kwargs) -> int:
+    return sdpa_flop_count(query_shape, key_shape, value_shape)
+
+
+@contextmanager
+def count_flops():
+    """FlopCounterMode with CPU sdpa counted (torch registers only the CUDA kernels)."""
+    mapping = {torch.ops.aten._scaled_dot_product_flash_attention_for_cpu: _sdpa_cpu_flops}
+    with FlopCounterMode(display=False, custom_mapping=mapping) as counter:
+        yield counter
+
+
+class BoardRunner:
+    """Evaluates contenders on items of one board with one model."""
+
+    def __init__(self, model: Any, tokenizer: Any, board: Board, batch_size: int | None = None) -> None:
+        self.model, self.tokenizer, self.board = model, tokenizer, board
+        self.pipe = make_pipeline(model, tokenizer)
+        self.batch_size = batch_size
+        cfg = model.config
+        self.kv_per_token = cfg.num_hidden_layers * cfg.num_key_value_heads
+
+    def run(self, items: pd.DataFrame, contenders: Iterable[Contender], progress: bool = True) -> pd.DataFrame:
+        """One row per (contender, budget, item); the full cache is always run (budget 1.0, method ``full``)."""
+        contenders = [c for c in contenders if c.name != FULL]
+        rows: list[dict] = []
+        groups = list(items.groupby("context_id", sort=False))
+        for _, group in tqdm(groups, desc=f"board {self.board.name}: contexts", disable=not progress, leave=False):
+            rows += self._context(group, contenders)
+        return pd.DataFrame(rows, columns=ROW_COLUMNS)
+
+    # ---------------------------------------------------------------------------------- one context
+    def _context(self, group: pd.DataFrame, contenders: list[Contender]) -> list[dict]:
+        first = group.iloc[0]
+        text = first.context + first.question if self.board.query_aware else first.context
+        questions = [""] * len(group) if self.board.query_aware else list(group.question)
+        context_ids = self.pipe.preprocess(text, [""], first.answer_prefix, max_context_length=10**9)["context_ids"]
+        question_ids = [self.pipe.preprocess(text, [q], p, max_context_length=10**9)["questions_ids"][0]
+                        for q, p in zip(questions, group.answer_prefix, strict=True)]
+        with count_flops() as counter:
+            shared = SharedPrefill(self.model, context_ids)
+        prefill_flops = counter.get_total_flops()
+        base = {"context_length": shared.context_length, "prefill_flops": prefill_flops}
+        plan = [(FULL, 1.0, lambda: self._shared_cache(shared, None))]
+        for c in contenders:
+            for keep in self.board.budgets:
+                ratio = round(1.0 - keep, 6)
+                make = (lambda c=c, r=ratio: self._own_cache(c.build(r), context_ids, prefill_flops)) \
+                    if c.own_prefill else (lambda c=c, r=ratio: self._shared_cache(shared, c.build(r)))
+                plan.append((c.name, keep, make))
+        decode_rows_, meta = [], []
+        for name, keep, make in plan:
+            cache, flops = make()
+            template = CacheRow.from_cache(self.model, cache, question_ids[0], shared.context_length,
+                                           int(first.max_new_tokens))
+            for j, item in enumerate(group.itertuples(index=False)):
+                row = template if j == 0 else CacheRow(template.keys, template.values, template.masked,
+                                                       question_ids[j].reshape(1, -1), template.start,
+                                                       int(item.max_new_tokens))
+                decode_rows_.append(row)
+                meta.append((name, keep, item, flops, row))
+        answers = decode_rows(self.model, self.tokenizer, decode_rows_, self.batch_size)
+        full_stats = self._stats(decode_rows_[0], base["context_length"])
+        return [self._record(name, keep, item, flops, row, answer, full_stats, base)
+                for (name, keep, item, flops, row), answer in zip(meta, answers, strict=True)]
+
+    def _shared_cache(self, shared: SharedPrefill, press: BasePress | None) -> tuple[Any, int]:
+        with count_flops() as counter:
+            cache = shared.cache_for(press)
+        return cache, counter.get_total_flops()
+
+    def _own_cache(self, press: BasePress | None, context_ids: torch.Tensor, prefill_flops: int) -> tuple[Any, int]:
+        """A press that replays the context (KVzip) prefills under its own hook; its overhead is what it costs
+        beyond a plain prefill."""
+        from transformers import DynamicCache
+
+        cache = DynamicCache()
+        with count_flops() as counter, torch.no_grad():
+            if press is None:
+                self.model.model(input_ids=context_ids.to(self.model.device), past_key_values=cache)
+            else:
+                with press(self.model):
+                    self.model.model(input_ids=context_ids.to(self.model.device), past_key_values=cache)
+        return cache, max(0, counter.get_total_flops() - prefill_flops)
+
+    def _stats(self, row: CacheRow, context_length: int) -> dict[str, int]:
+        physical = sum(k.shape[1] * k.shape[2] for k in row.keys)
+        masked = sum(int(m.sum()) for m in row.masked if m is not None)
+        question = row.question_ids.shape[1] * self.kv_per_token
+        return {"logical_entries": physical - masked, "physical_entries": physical, "kv_bytes": row.nbytes(),
+                "read_entries": physical + question, "question_entries": question}
+
+    def _record(self, name: str, keep: float, item: Any, flops: int, row: CacheRow, answer: str,
+                full_stats: dict[str, int], base: dict[str, int]) -> dict:
+        stats = self._stats(row, base["context_length"])
+        full_read = full_stats["physical_entries"] + stats["question_entries"]
+        score = metric_for(item.task)([clean_prediction(answer)], [as_refs(item.answer)])
+        return {"method": name, "budget": keep, "item": item.item, "context_id": item.context_id, "task": item.task,
+                "length": item.length, "score": float(score), "predicted_answer": answer,
+                "logical_entries": stats["logical_entries"], "physical_entries": stats["physical_entries"],
+                "full_entries": full_stats["physical_entries"], "kv_bytes": stats["kv_bytes"],
+                "full_kv_bytes": full_stats["kv_bytes"], "read_entries": stats["read_entries"],
+                "full_read_entries": full_read, "overhead_flops": int(flops),
+                "prefill_flops": int(base["prefill_flops"])}
