@@ -1,4 +1,5 @@
-"""Small plotting functions that take an axis (or make a figure) and return it; notebooks compose them."""
+"""Figures of one prefill looked into (notebooks 01, 02): features along the sequence, their correlation,
+kept tokens per layer, FRC step by step."""
 
 from __future__ import annotations
 
@@ -7,10 +8,11 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from .features import FEATURES
+from ..features import FEATURES
 
 
 def shade_span(ax: plt.Axes, span: tuple[int, int] | None, label: str, color: str = "#d62728") -> None:
+    """Shade a token span (half-open [start, end)) on a position axis; nothing when there is none."""
     if span is not None:
         ax.axvspan(span[0] - 0.5, span[1] - 0.5, color=color, alpha=0.25, label=label, lw=0)
 
@@ -80,61 +82,3 @@ def plot_frc_steps(breakdown: pd.DataFrame, needle: tuple[int, int] | None = Non
         ax.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     return fig
-
-
-def plot_ruler_vs_ratio(results: pd.DataFrame, colors: dict[str, str] | None = None) -> plt.Figure:
-    """RULER aggregate against compression ratio, one panel per (model, length), FRC drawn thicker.
-
-    With ``lo``/``hi`` columns (``analysis.curve_points``) each curve carries its 95% interval as a band,
-    and no compression its interval as a grey span.
-    """
-    from pathlib import Path
-
-    results = results.assign(model_name=results.model.map(lambda m: Path(m).name))
-    bands = {"lo", "hi"} <= set(results.columns)
-    lengths, models = sorted(results.length.unique()), sorted(results.model_name.unique())
-    fig, axes = plt.subplots(len(models), len(lengths), figsize=(5.2 * len(lengths), 3.8 * len(models)),
-                             squeeze=False)
-    for i, model in enumerate(models):
-        for j, length in enumerate(lengths):
-            ax, cell = axes[i][j], results[(results.model_name == model) & (results.length == length)]
-            for method, g in cell[cell.method != "no_press"].groupby("method"):
-                g = g.sort_values("ratio")
-                line, = ax.plot(g.ratio, g["aggregate"], marker="o", lw=2.2 if method == "frc" else 1.2,
-                                color=(colors or {}).get(method), label=method)
-                if bands:
-                    ax.fill_between(g.ratio, g.lo, g.hi, color=line.get_color(), alpha=0.15, lw=0)
-            full = cell[cell.method == "no_press"]
-            if len(full):
-                ax.axhline(full["aggregate"].iloc[0], color="#7f7f7f", ls="--", lw=1, label="no compression")
-                if bands and full.lo.notna().iloc[0]:
-                    ax.axhspan(full.lo.iloc[0], full.hi.iloc[0], color="#7f7f7f", alpha=0.1, lw=0)
-            ax.set(title=f"{model}, {length} tokens", xlabel="compression ratio r", ylabel="RULER")
-    if bands:
-        axes[0][0].text(0.99, 0.99, "bands: 95% paired bootstrap over samples", transform=axes[0][0].transAxes,
-                        fontsize=7, color="#555555", ha="right", va="top")
-    axes[0][-1].legend(fontsize=8, loc="lower left")
-    fig.tight_layout()
-    return fig
-
-
-def plot_best_so_far(trace: pd.DataFrame, ax: plt.Axes | None = None) -> plt.Axes:
-    """Best fitness so far per island and over all islands, against iteration."""
-    ax = ax or plt.subplots(figsize=(7, 3.6))[1]
-    for island, g in trace.groupby("island"):
-        ax.step(g.iteration, g.island_best_so_far, where="post", label=f"island {island}")
-    ax.step(trace.iteration, trace.best_so_far, where="post", color="black", lw=2, label="all islands")
-    ax.set(xlabel="iteration", ylabel="best fitness so far", title="best-so-far")
-    ax.legend(fontsize=8)
-    return ax
-
-
-def plot_weight_trajectory(traj: pd.DataFrame, features: tuple[str, ...], ax: plt.Axes | None = None) -> plt.Axes:
-    """Weights of FRC-family programs against iteration."""
-    ax = ax or plt.subplots(figsize=(7, 3.4))[1]
-    for f in features if len(traj) else ():
-        ax.plot(traj.iteration, traj[f], marker="o", ms=3, label=f)
-    ax.set(xlabel="iteration", ylabel="weight", title="FRC-family weights")
-    if len(traj):
-        ax.legend(fontsize=8)
-    return ax
