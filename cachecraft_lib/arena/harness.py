@@ -1,0 +1,246 @@
+"""The arena's verbs as functions: dev, baselines, submit, reveal (the CLI and notebook 07 call these).
+
+- ``dev``: a method on the public dev items beside the board's baselines (cached), with the paired interval of
+  its gain over the best baseline. Unlimited.
+- ``record_baselines``: the baselines on the hidden test items of a round, recorded in the ledger (once).
+- ``submit``: check the folder, the rate limit, run on the test items, score, gate against the board's best
+  (paired bootstrap over test units, seed in the ledger), points, ledger. A bad submission is recorded as a
+  ``rejection`` with its reason; nothing else changes.
+- ``reveal``: check the round's commitment against the secret and show the test seeds.
+
+Per-unit test values stay outside the ledger, under ``<root>/private/`` (the ledger shows aggregates only);
+the gate reads the board's best entry's values from there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..paths import results_dir
+from ..profiles import get_profile
+from . import score
+from .boards import Board, load_boards
+from .evaluate import BoardRunner, Contender, baseline_contender, submission_contender
+from .items import board_items, split_seed
+
+
+@dataclass
+class Arena:
+    """One profile's arena: its boards, model, results folder and ledger (``<root>/ledger.jsonl``)."""
+
+    profile: str = "cpu"
+    root: Path | None = None
+    progress: bool = True
+    boards: dict[str, Board] = field(init=False)
+    _loaded: tuple[Any, Any] | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.boards = load_boards(self.profile)
+        self.root = Path(self.root) if self.root else results_dir("arena", self.profile)
+        self.settings = get_profile(self.profile) if self.profile in ("smoke", "cpu", "paper") else None
+
+    # ------------------------------------------------------------------------------------ plumbing
+    def board(self, name: str) -> Board:
+        from .boards import BoardError
+
+        if name not in self.boards:
+            raise BoardError(f"unknown board {name!r} for profile {self.profile!r}; boards: {', '.join(self.boards)}")
+        return self.boards[name]
+
+    @property
+    def ledger(self):
+        from .ledger import Ledger
+
+        return Ledger(self.root / "ledger.jsonl")
+
+    def model(self) -> tuple[Any, Any]:
+        if self._loaded is None:
+            from ..models import load_model
+
+            p = self.settings
+            self._loaded = load_model(p.models[0] if p else "tiny", device=p.device if p else "cpu",
+                                      dtype=p.dtype if p else "float32")
+        return self._loaded
+
+    def _source(self) -> str:
+        return self.settings.ruler_source if self.settings and self.settings.ruler_source != "hf" else "auto"
+
+    def run(self, board: Board, items: pd.DataFrame, contenders: list[Contender]) -> pd.DataFrame:
+        model, tokenizer = self.model()
+        return BoardRunner(model, tokenizer, board).run(items, contenders, self.progress)
+
+    # ------------------------------------------------------------------------------------------ dev
+    def dev_baselines(self, board: Board) -> pd.DataFrame:
+        """Every baseline's rows on the dev items, computed once and cached (keyed by the board's rules)."""
+        key = hashlib.sha256(json.dumps([board.budgets, board.items, board.tasks, board.lengths, board.baselines,
+                                         board.questions_per_context, split_seed(board, "dev")]).encode()).hexdigest()
+        path = self.root / "dev" / board.name / f"baselines-{key[:12]}.parquet"
+        if path.exists():
+            return pd.read_parquet(path)
+        items = board_items(board, "dev", self.model()[1], source=self._source())
+        rows = self.run(board, items, [baseline_contender(b) for b in board.baselines])
+        path.parent.mkdir(parents=True, exist_ok=True)
+        rows.to_parquet(path)
+        return rows
+
+    def dev(self, board_name: str, contender: Contender) -> dict[str, Any]:
+        """The contender on the dev items beside the baselines: scores with intervals, gain over the best."""
+        board = self.board(board_name)
+        base = self.dev_baselines(board)
+        items = board_items(board, "dev", self.model()[1], source=self._source())
+        rows = self.run(board, items, [contender])
+        rows = pd.concat([base, rows[rows.method != "full"]], ignore_index=True)
+        units = score.unit_values(rows, board)
+        scores = score.method_scores(units)
+        best = score.best_baseline(scores.drop(index=[contender.name]))
+        ok, why = score.eligible(scores.loc[contender.name], board, scores.loc[best])
+        return {"board": board.name, "scores": scores, "units": units, "best_baseline": best,
+                "gain": score.paired_gain(units, contender.name, best), "eligible": ok, "eligibility": why,
+                "excluded_tasks": units.attrs["excluded_tasks"]}
+
+    # --------------------------------------------------------------------------------------- test
+    def _private(self, round_: int, board: str, name: str) -> Path:
+        return self.root / "private" / f"round{round_}" / board / f"{name}.parquet"
+
+    def ensure_round(self, secret: bytes, round_: int) -> None:
+        """Record the round's commitment to the secret once (``reveal`` checks it later)."""
+        from .splits import commitment
+
+        ledger = self.ledger
+        if not any(e.get("kind") == "round" and _payload(e).get("round") == round_ for e in ledger.events()):
+            ledger.append("round", {"round": round_, "profile": self.profile, "commitment": commitment(secret, round_)})
+
+    def record_baselines(self, board_name: str, secret: bytes, round_: int = 1) -> pd.DataFrame:
+        """The board's baselines on the round's test items, in the ledger (skipped when already there)."""
+        board = self.board(board_name)
+        self.ensure_round(secret, round_)
+        done = {(_payload(e)["board"], _payload(e)["name"]) for e in self.ledger.events()
+                if e.get("kind") == "baseline" and _payload(e).get("round") == round_}
+        todo = [b for b in board.baselines if (board.name, b) not in done]
+        if not todo:
+            return pd.DataFrame()
+        items = board_items(board, "test", self.model()[1], secret, round_, source=self._source())
+        rows = self.run(board, items, [baseline_contender(b) for b in todo if b != "full"])
+        units = score.unit_values(rows, board)
+        scores = score.method_scores(units)
+        best = score.best_baseline(scores)
+        for name in todo:
+            self._save_units(units, round_, board.name, name)
+            ok, why = score.eligible(scores.loc[name], board, scores.loc[best])
+            self.ledger.append("baseline", _entry(board, name, "baseline", round_, scores.loc[name], ok, why,
+                                                  units.attrs["excluded_tasks"]))
+        return scores
+
+    def _save_units(self, units: pd.DataFrame, round_: int, board: str, name: str) -> None:
+        path = self._private(round_, board, name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        units[units.method == name].to_parquet(path)
+
+    def board_best(self, board: str, round_: int) -> str | None:
+        """The board's current best: the highest overall among eligible baselines and submissions that moved it."""
+        table = _standing(self.ledger.events(), board, round_)
+        return None if table.empty else str(table.sort_values("overall", ascending=False).name.iloc[0])
+
+    def submit(self, folder: str | Path, board_name: str, secret: bytes, round_: int = 1,
+               rule: str = "frozen_bar", **limits: Any) -> dict[str, Any]:
+        """One official submission; returns the ledger payload of the entry (or of its rejection)."""
+        from .gate import gate
+        from .submission import SubmissionError, load_submission
+
+        board = self.board(board_name)
+        try:
+            sub = load_submission(folder)
+        except SubmissionError as err:
+            return self._reject(board, Path(folder).name, "unknown", err)
+        self.ledger.check_rate(sub.author)
+        if board.name not in sub.boards:
+            return self._reject(board, sub.name, sub.author, SubmissionError(
+                "bad_metadata", f"the submission names boards {list(sub.boards)}, not {board.name}: add it to "
+                                "its metadata"))
+        self.record_baselines(board.name, secret, round_)
+        items = board_items(board, "test", self.model()[1], secret, round_, source=self._source())
+        try:
+            rows = self.run(board, items, [submission_contender(sub, **limits)])
+        except SubmissionError as err:
+            return self._reject(board, sub.name, sub.author, err)
+        units = score.unit_values(rows, board)
+        scores = score.method_scores(units)
+        best = self.board_best(board.name, round_)
+        best_units = pd.read_parquet(self._private(round_, board.name, best))
+        mine = units[units.method == sub.name].set_index("context_id")
+        theirs = best_units.set_index("context_id").reindex(mine.index)
+        seed = len(self.ledger.events())
+        result = gate(mine.overall, theirs.overall, mine.task, board.gate_threshold, seed)
+        reference = self._best_baseline_row(board, round_)
+        ok, why = score.eligible(scores.loc[sub.name], board, reference)
+        entry = _entry(board, sub.name, "submission", round_, scores.loc[sub.name], ok, why,
+                       units.attrs["excluded_tasks"], author=sub.author)
+        entry.update(code_sha256=sub.code_sha256, best_before=best, gain=result.gain, gain_lo=result.lo,
+                     gain_hi=result.hi, gate_threshold=result.threshold, gate_seed=result.seed,
+                     moved=bool(result.passed and ok))
+        self._save_units(units, round_, board.name, sub.name)
+        self.ledger.append("submission", entry)
+        entry["points"] = self._award(rule, board, entry, round_)
+        return entry
+
+    def _best_baseline_row(self, board: Board, round_: int) -> pd.Series:
+        table = _standing(self.ledger.events(), board.name, round_, kinds=("baseline",), eligible_only=False)
+        table = table[~table.name.isin(["full", "random"])].set_index("name")
+        return table.loc[table.overall.idxmax()]
+
+    def _award(self, rule: str, board: Board, entry: dict, round_: int) -> float:
+        """Points under arena-core's rule, recorded as a ``points`` event."""
+        from . import points
+
+        state = _standing(self.ledger.events(), board.name, round_, eligible_only=False)
+        value = float(points.award(points.RULES[rule], state, entry))
+        self.ledger.append("points", {"board": board.name, "name": entry["name"], "author": entry["author"],
+                                      "points": value, "rule": rule, "round": round_})
+        return value
+
+    def _reject(self, board: Board, name: str, author: str, err: Any) -> dict[str, Any]:
+        payload = {"board": board.name, "name": name, "author": author, "kind": getattr(err, "kind", "error"),
+                   "message": str(err)}
+        self.ledger.append("rejection", payload)
+        return {"rejected": True, **payload}
+
+    def reveal(self, secret: bytes, round_: int = 1) -> dict[str, Any]:
+        """Prove the round's items were fixed in advance: the commitment matches and the seeds follow."""
+        from .splits import commitment, test_seed
+
+        recorded = [_payload(e)["commitment"] for e in self.ledger.events()
+                    if e.get("kind") == "round" and _payload(e).get("round") == round_]
+        if not recorded:
+            raise ValueError(f"round {round_} has no commitment in {self.root / 'ledger.jsonl'}")
+        ok = recorded[0] == commitment(secret, round_)
+        seeds = {b: test_seed(secret, b, round_) for b in self.boards} if ok else {}
+        return {"round": round_, "commitment": recorded[0], "matches": ok, "test_seeds": seeds}
+
+
+def _payload(event: dict) -> dict:
+    return event.get("payload", event)
+
+
+def _entry(board: Board, name: str, kind: str, round_: int, row: pd.Series, ok: bool, why: str,
+           excluded: list[str], author: str = "baseline") -> dict[str, Any]:
+    terms = {k: round(float(row[k]), 6) for k in ("overall", "lo", "hi", "accuracy", "memory", "memory_physical",
+                                                   "speed", "overhead", "overhead_ratio")}
+    return {"board": board.name, "name": name, "author": author, "kind": kind, "round": round_, **terms,
+            "eligible": bool(ok), "eligibility": why, "excluded_tasks": excluded, "units": int(row.units_per_task),
+            "rules_version": board.rules_version, "moved": kind == "baseline" and bool(ok)}
+
+
+def _standing(events: list[dict], board: str, round_: int, kinds: tuple[str, ...] = ("baseline", "submission"),
+              eligible_only: bool = True) -> pd.DataFrame:
+    rows = [_payload(e) for e in events if e.get("kind") in kinds and _payload(e).get("board") == board
+            and _payload(e).get("round") == round_]
+    table = pd.DataFrame(rows)
+    if table.empty or not eligible_only:
+        return table
+    return table[table.eligible & table.moved.fillna(False).astype(bool)]
