@@ -13,13 +13,17 @@ How a cell is computed: prefill the context under the method's press, answer gre
 
 Results go through ``CellStore``: after each sample every cell's answer is appended to its
 ``partial.jsonl``, so an interruption loses at most the batch in flight, and a re-run skips what is done.
+A press that raises fails its own cell only (``failed.json``, the reason in the summary); ``run_group`` is the
+unit of work ``ray_runner`` places on a cluster.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+import traceback
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,7 +39,7 @@ from ..presses import REGISTRY, make_press
 from ..ruler import load
 from .cells import Cell
 from .decode import CacheRow, decode_rows
-from .store import CellStore, dataset_fingerprint, fingerprint, load_results
+from .store import CellStore, dataset_fingerprint, fingerprint, load_failures, load_results
 
 log = logging.getLogger(__name__)
 DECODE_MODES = ("batched", "serial")
@@ -47,6 +51,7 @@ class _Job:
     fp: str
     done: dict[int, dict]
     store: CellStore
+    failure: str | None = None  # why its press raised; the cell then stops, the group goes on
 
     @property
     def own_prefill(self) -> bool:
@@ -58,53 +63,92 @@ def run_grid(cells: list[Cell], out_dir: str | Path, progress: bool = True, devi
     """Compute every unfinished cell, write its result files; returns the summary (``load_results``).
 
     ``batch_size`` caps the rows decoded together (default: all of a sample's cells on CPU, what fits in a
-    third of the free memory on CUDA); ``decode="serial"`` decodes one cell at a time.
+    third of the free memory on CUDA); ``decode="serial"`` decodes one cell at a time. A cell whose press
+    raises is recorded (``failed.json``), left out of the summary and listed in ``summary.attrs["failed"]``;
+    the other cells of its group finish as if it had not been asked for.
     """
-    if decode not in DECODE_MODES:
-        raise ValueError(f"decode must be one of {DECODE_MODES}, got {decode!r}")
-    if batch_size is not None and batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    check_options(decode, batch_size)
     store = CellStore(out_dir)
-    groups: dict[tuple, list[Cell]] = defaultdict(list)
-    for cell in cells:
-        groups[cell.group].append(cell)
     loaded: dict[str, tuple] = {}
     outer = tqdm(total=len(cells), desc="grid cells", disable=not progress)
     try:
-        for (model_name, length, query_aware, samples, seed, source, tasks, max_new), members in groups.items():
+        for members in group_cells(cells).values():
+            model_name = members[0].model
             if model_name not in loaded:
                 loaded.clear()
                 loaded[model_name] = load_model(model_name, device=device, dtype=dtype)
-            model, tokenizer = loaded[model_name]
-            df = load(length, tokenizer, source=source, samples_per_task=samples, seed=seed, tasks=tasks)
-            if max_new is not None:
-                df = df.assign(max_new_tokens=max_new)
-            dataset = {"source": df.attrs.get("source"), "substitutes": df.attrs.get("substitutes", {}),
-                       "fingerprint": dataset_fingerprint(df), "rows": len(df)}
-            jobs = _pending(members, store, dataset["fingerprint"], outer)
-            if jobs:
-                mode = decode if _supports_masks(model) else "serial"
-                runner = _GroupRunner(model, tokenizer, query_aware, mode, batch_size)
-                runner.run(jobs, df, length, progress)
-                for job in jobs:
-                    store.finish(job.cell, job.fp, df, job.done, dataset, runner.timings(job))
-                    outer.update(1)
+            run_group(members, store, *loaded[model_name], decode=decode, batch_size=batch_size,
+                      progress=progress, on_cell=lambda _cell: outer.update(1))
     except KeyboardInterrupt:
         outer.close()
         print("interrupted: finished cells are saved and partial answers kept; run the same command to resume")
         raise
     outer.close()
-    return load_results(out_dir, cells)
+    return summarize(out_dir, cells)
 
 
-def _pending(members: list[Cell], store: CellStore, dataset_fp: str, outer: tqdm) -> list[_Job]:
+def check_options(decode: str, batch_size: int | None) -> None:
+    if decode not in DECODE_MODES:
+        raise ValueError(f"decode must be one of {DECODE_MODES}, got {decode!r}")
+    if batch_size is not None and batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+
+
+def group_cells(cells: list[Cell]) -> dict[tuple, list[Cell]]:
+    """Cells by (model, length, dataset): the unit of work that shares one model load and one prefill per sample."""
+    groups: dict[tuple, list[Cell]] = defaultdict(list)
+    for cell in cells:
+        groups[cell.group].append(cell)
+    return dict(groups)
+
+
+def summarize(out_dir: str | Path, cells: list[Cell], errors: dict[str, str] | None = None) -> pd.DataFrame:
+    """``load_results`` of ``cells``, with ``attrs["failed"]``: {cell key: reason} of each unfinished cell whose
+    press raised (``failed.json``) or whose whole group failed (``errors``)."""
+    summary = load_results(out_dir, cells)
+    finished = set(summary.cell) if len(summary) else set()
+    failed = {k: v for k, v in (errors or {}).items() if k not in finished}
+    failed.update(load_failures(out_dir, [c for c in cells if c.key not in finished]))
+    summary.attrs["failed"] = failed
+    return summary
+
+
+def run_group(members: list[Cell], store: CellStore, model: Any, tokenizer: Any, decode: str = "batched",
+              batch_size: int | None = None, progress: bool = False,
+              on_cell: Callable[[Cell], None] | None = None) -> dict[str, str]:
+    """Compute the unfinished cells of one group (``group_cells``) with a loaded model; ``on_cell`` is called
+    once per cell that is settled (skipped, finished or failed). Returns {cell key: reason} of the failed ones."""
+    on_cell = on_cell or (lambda _cell: None)
+    _, length, query_aware, samples, seed, source, tasks, max_new = members[0].group
+    df = load(length, tokenizer, source=source, samples_per_task=samples, seed=seed, tasks=tasks)
+    if max_new is not None:
+        df = df.assign(max_new_tokens=max_new)
+    dataset = {"source": df.attrs.get("source"), "substitutes": df.attrs.get("substitutes", {}),
+               "fingerprint": dataset_fingerprint(df), "rows": len(df)}
+    jobs = _pending(members, store, dataset["fingerprint"], on_cell)
+    failed: dict[str, str] = {}
+    if jobs:
+        mode = decode if _supports_masks(model) else "serial"
+        runner = _GroupRunner(model, tokenizer, query_aware, mode, batch_size)
+        runner.run(jobs, df, length, progress)
+        for job in jobs:
+            if job.failure is not None:
+                failed[job.cell.key] = job.failure
+            else:
+                store.finish(job.cell, job.fp, df, job.done, dataset, runner.timings(job))
+            on_cell(job.cell)
+    return failed
+
+
+def _pending(members: list[Cell], store: CellStore, dataset_fp: str,
+             on_cell: Callable[[Cell], None]) -> list[_Job]:
     """The cells of a group that are not done, each with the answers it already has."""
     jobs = []
     for cell in members:
         fp = fingerprint(cell, dataset_fp)
         state = store.status(cell, fp)
         if state == "done":
-            outer.update(1)
+            on_cell(cell)
             continue
         if state in ("corrupt", "stale"):
             log.warning("cell %s: result file is %s; recomputing", cell.key, state)
@@ -132,33 +176,66 @@ class _GroupRunner:
     def run(self, jobs: list[_Job], df: pd.DataFrame, length: int, progress: bool) -> None:
         todo = [i for i in range(len(df)) if any(i not in job.done for job in jobs)]
         for i in tqdm(todo, desc=f"{length} tokens: samples", disable=not progress, leave=False):
-            pending = [job for job in jobs if i not in job.done]
-            answers = self.answer_sample(pending, df.iloc[i])
-            for job, (answer, seconds) in zip(pending, answers, strict=True):
-                record = {"index": i, "predicted_answer": answer, "seconds": round(seconds, 4)}
+            pending = [job for job in jobs if i not in job.done and job.failure is None]
+            if not pending:
+                continue
+            answers = self.answer_sample(pending, df.iloc[i], i)
+            for job, answer in zip(pending, answers, strict=True):
+                if answer is None:
+                    continue
+                record = {"index": i, "predicted_answer": answer[0], "seconds": round(answer[1], 4)}
                 job.store.append(job.cell, job.fp, record)
                 job.done[i] = record
 
-    def answer_sample(self, jobs: list[_Job], row: Any) -> list[tuple[str, float]]:
-        """(answer, seconds) for each job on one RULER row."""
+    def answer_sample(self, jobs: list[_Job], row: Any, index: int = -1) -> list[tuple[str, float] | None]:
+        """(answer, seconds) for each job on one RULER row; None for a job whose press raised (it is failed)."""
         shared, question_ids = self._shared(jobs, row)
         if self.mode == "serial":
-            return [self._serial(job, row, shared, question_ids) for job in jobs]
+            return [self._guarded(job, index, self._serial, job, row, shared, question_ids) for job in jobs]
         rows, seconds = [], []
         for job in jobs:
             start = time.perf_counter()
-            if job.own_prefill:
-                rows.append(own_prefill_row(self.answerer, job.cell, row.context, row.question, row.answer_prefix,
-                                            int(row.max_new_tokens)))
-            else:
-                cache = shared.cache_for(make_press(job.cell.method, job.cell.ratio))
-                rows.append(CacheRow.from_cache(self.model, cache, question_ids, shared.context_length,
-                                                int(row.max_new_tokens)))
+            rows.append(self._guarded(job, index, self._row, job, row, shared, question_ids))
             seconds.append(time.perf_counter() - start)
+        live = [i for i, r in enumerate(rows) if r is not None]
+        if not live:
+            return [None] * len(jobs)
         start = time.perf_counter()
-        answers = decode_rows(self.model, self.tokenizer, rows, self.batch_size)
-        share = (time.perf_counter() - start) / len(rows)
-        return [(a, s + share) for a, s in zip(answers, seconds, strict=True)]
+        answers = self._decode([jobs[i] for i in live], [rows[i] for i in live], index)
+        share = (time.perf_counter() - start) / len(live)
+        out: list[tuple[str, float] | None] = [None] * len(jobs)
+        for i, answer in zip(live, answers, strict=True):
+            out[i] = None if answer is None else (answer, seconds[i] + share)
+        return out
+
+    def _row(self, job: _Job, row: Any, shared: SharedPrefill | None, question_ids: torch.Tensor | None) -> CacheRow:
+        """The job's compressed cache, ready for the batched decoder."""
+        if job.own_prefill:
+            return own_prefill_row(self.answerer, job.cell, row.context, row.question, row.answer_prefix,
+                                   int(row.max_new_tokens))
+        cache = shared.cache_for(make_press(job.cell.method, job.cell.ratio))
+        return CacheRow.from_cache(self.model, cache, question_ids, shared.context_length, int(row.max_new_tokens))
+
+    def _decode(self, jobs: list[_Job], rows: list[CacheRow], index: int) -> list[str | None]:
+        """One batched decode; if it raises, each row alone, so that only the row that fails is lost."""
+        try:
+            return decode_rows(self.model, self.tokenizer, rows, self.batch_size)
+        except Exception:  # which row failed is found below
+            log.warning("batched decode of sample %d raised; decoding its rows one by one", index)
+            return [self._guarded(job, index, lambda r=r: decode_rows(self.model, self.tokenizer, [r])[0])
+                    for job, r in zip(jobs, rows, strict=True)]
+
+    def _guarded(self, job: _Job, index: int, fn: Callable, *args: Any) -> Any:
+        """``fn(*args)``, or None with the job marked failed (reason in ``failed.json``) when it raises."""
+        try:
+            return fn(*args)
+        except Exception as err:  # a cell's own failure must not stop its group
+            SharedPrefill.clear_masks(self.model)  # a head-wise press may have left masks half set
+            job.failure = f"{type(err).__name__}: {err}"
+            job.store.fail(job.cell, job.fp, job.failure, index, traceback.format_exc())
+            log.warning("cell %s failed on sample %d: %s; the rest of the grid goes on", job.cell.key, index,
+                        job.failure)
+            return None
 
     def _shared(self, jobs: list[_Job], row: Any) -> tuple[SharedPrefill | None, torch.Tensor | None]:
         """The sample's shared prefill (if any job uses it) and its question ids; prefill time split per user."""

@@ -1,6 +1,7 @@
 """The grid's result store: one folder per cell with ``result.json`` (atomic), partial answers while a cell is
-in progress, KVPress's own layout (``predictions.csv``, ``metrics.json``, ``config.yaml``), and fingerprints
-that tell a finished cell from a stale or corrupt one.
+in progress, KVPress's own layout (``predictions.csv``, ``metrics.json``, ``config.yaml``), fingerprints
+that tell a finished cell from a stale or corrupt one, and ``failed.json`` when a cell's own press raised
+(the reason; its answers so far stay in ``partial.jsonl``, and the next run tries the cell again).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from .cells import Cell
 log = logging.getLogger(__name__)
 RESULT = "result.json"
 PARTIAL = "partial.jsonl"
+FAILED = "failed.json"
 ENGINE_VERSION = "1"
 
 def dataset_fingerprint(df: pd.DataFrame) -> str:
@@ -81,10 +83,28 @@ class CellStore:
         return out
 
     def append(self, cell: Cell, fp: str, record: dict) -> None:
+        """One answer more; a line torn by a killed writer is closed first so that it costs only itself."""
         path = self.folder(cell) / PARTIAL
         path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "a") as f:
-            f.write(json.dumps({**record, "fingerprint": fp}) + "\n")
+        with open(path, "ab+") as f:
+            line = json.dumps({**record, "fingerprint": fp}) + "\n"
+            f.write((("\n" if _torn(f) else "") + line).encode())
+
+    def fail(self, cell: Cell, fp: str, reason: str, sample: int | None, detail: str = "") -> None:
+        """Record why a cell stopped (its press raised); the rest of its group goes on without it."""
+        atomic_write_text(self.folder(cell) / FAILED, json.dumps(
+            {"fingerprint": fp, "reason": reason, "sample": sample, "traceback": detail,
+             "created": time.strftime("%Y-%m-%dT%H:%M:%S")}, indent=1))
+
+    def failure(self, cell: Cell) -> dict | None:
+        """The last recorded failure of an unfinished cell, or None."""
+        path = self.folder(cell) / FAILED
+        if not path.exists():
+            return None
+        try:
+            return json.loads(path.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return {"reason": "failed.json is unreadable", "sample": None}
 
     def finish(self, cell: Cell, fp: str, df: pd.DataFrame, records: dict[int, dict], dataset: dict,
                timings: dict[str, float]) -> dict:
@@ -113,7 +133,17 @@ class CellStore:
             "press_init_command": repr(press) if press is not None else "None"}, sort_keys=False))
         atomic_write_text(folder / RESULT, json.dumps(result, indent=1))
         (folder / PARTIAL).unlink(missing_ok=True)
+        (folder / FAILED).unlink(missing_ok=True)
         return result
+
+
+def _torn(f) -> bool:
+    """Whether an open binary file's last line lacks its newline."""
+    end = f.seek(0, 2)
+    if end == 0:
+        return False
+    f.seek(end - 1)
+    return f.read(1) != b"\n"
 
 
 def _versions() -> dict[str, str]:
@@ -141,3 +171,15 @@ def load_results(out_dir: str | Path, cells: list[Cell] | None = None) -> pd.Dat
                      **result["timings"], "source": result["dataset"]["source"],
                      "embedded_model": result["embedded_model"], "cell": path.parent.name})
     return pd.DataFrame(rows)
+
+
+def load_failures(out_dir: str | Path, cells: list[Cell]) -> dict[str, str]:
+    """``{cell key: reason}`` for every cell of ``cells`` that is unfinished because its press raised."""
+    store = CellStore(out_dir)
+    failed = {}
+    for cell in cells:
+        record = store.failure(cell)
+        if record is not None:
+            at = f" (sample {record['sample']})" if record.get("sample") is not None else ""
+            failed[cell.key] = f"{record['reason']}{at}"
+    return failed
