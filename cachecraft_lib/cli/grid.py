@@ -8,8 +8,12 @@ from pathlib import Path
 
 from ..profiles import PROFILES
 
+LOCAL = "local"
+
 
 def _cmd_grid(args: argparse.Namespace) -> int:
+    if args.estimate:
+        return _cmd_estimate(args)
     from ..grid import grid_cells, parse_shard, run_grid, select_shard
     from ..paths import results_dir
     from ..profiles import get_profile
@@ -29,10 +33,52 @@ def _cmd_grid(args: argparse.Namespace) -> int:
         return 2
     out = Path(args.out) if args.out else results_dir("grid", profile.name)
     print(f"cachecraft grid: {len(cells)} cells ({profile.label}) -> {out}")
-    summary = run_grid(cells, out, progress=True, device=profile.device, dtype=profile.dtype,
-                       batch_size=args.batch_size, decode=args.decode)
-    cols = ["model", "length", "method", "ratio", "aggregate"]
-    print(summary[cols].assign(model=summary.model.map(lambda m: Path(m).name)).to_string(index=False))
+    options = dict(device=profile.device, dtype=profile.dtype, batch_size=args.batch_size, decode=args.decode)
+    if args.ray is None:
+        summary = run_grid(cells, out, progress=True, **options)
+    else:
+        from ..grid.ray_runner import RayMissing, run_grid_ray
+
+        print(f"on Ray ({'a local cluster' if args.ray == LOCAL else args.ray}): one task per (model, length) "
+              f"group; {out} must be on a filesystem every worker sees")
+        try:
+            summary = run_grid_ray(cells, out, address=None if args.ray == LOCAL else args.ray,
+                                   cpus_per_task=args.cpus_per_task, max_retries=args.max_retries, **options)
+        except (RayMissing, ValueError) as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+    return _report(summary)
+
+
+def _report(summary) -> int:
+    """The finished cells' aggregates, then each failed cell with its reason (exit status 1 if any)."""
+    if len(summary):
+        cols = ["model", "length", "method", "ratio", "aggregate"]
+        print(summary[cols].assign(model=summary.model.map(lambda m: Path(m).name)).to_string(index=False))
+    failed = summary.attrs.get("failed", {})
+    for key, reason in failed.items():
+        print(f"failed: {key}: {reason}", file=sys.stderr)
+    if failed:
+        print(f"{len(failed)} cell(s) failed (reasons above and in their failed.json); the others are saved. "
+              "Fix the cause and run the same command: only the missing cells run.", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _cmd_estimate(args: argparse.Namespace) -> int:
+    """The paper grid's GPU hours from the batched engine's cost model (question side from offline RULER rows)."""
+    from ..grid.cost import describe, paper_grid_estimate
+    from ..models import load_model
+    from ..profiles import EMBEDDED_MODEL
+    from ..ruler import load
+
+    if args.gpus < 1:
+        print(f"error: --gpus must be >= 1, got {args.gpus}", file=sys.stderr)
+        return 2
+    _, tokenizer = load_model(EMBEDDED_MODEL, device="cpu")
+    rows = load(1024, tokenizer, source="offline", samples_per_task=2, seed=42)
+    print("paper grid with the batched engine (an estimate, not a measurement; question lengths from offline "
+          "RULER rows and the embedded tokenizer):")
+    print(describe(paper_grid_estimate(rows, tokenizer, gpus=tuple(sorted({1, args.gpus})))))
     return 0
 
 
@@ -56,4 +102,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     gr.add_argument("--decode", choices=("batched", "serial"), default="batched",
                     help="batched: every cell of a sample in one batch (default); serial: one cell at a time "
                          "through KVPress's pipeline")
+    gr.add_argument("--ray", nargs="?", const=LOCAL, metavar="ADDRESS",
+                    help="run on Ray, one task per (model, length) group: alone, a local cluster on this machine; "
+                         "with an address ('auto', 'ray://head:10001'), an existing cluster. Needs "
+                         "pip install -e '.[ray]' and a results folder every worker sees")
+    gr.add_argument("--cpus-per-task", type=float, default=1,
+                    help="with --ray on CPUs: CPUs each group's task asks for (default 1; on CUDA a task asks "
+                         "for one GPU)")
+    gr.add_argument("--max-retries", type=int, default=3,
+                    help="with --ray: times Ray re-runs a group whose worker died (it resumes from the store)")
+    gr.add_argument("--estimate", action="store_true",
+                    help="print the paper grid's estimated GPU hours (batched engine, per GPU and for --gpus) "
+                         "and exit")
+    gr.add_argument("--gpus", type=int, default=4, help="with --estimate: the number of GPUs (default 4)")
     gr.set_defaults(func=_cmd_grid)
