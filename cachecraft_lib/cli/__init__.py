@@ -8,9 +8,9 @@ from __future__ import annotations
 import argparse
 import logging
 
-from . import evolve, grid, latency, suite, tiny
+from . import arena, evolve, grid, latency, suite, tiny
 
-GROUPS = (suite, tiny, grid, latency, evolve)
+GROUPS = (suite, tiny, grid, latency, evolve, arena)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,208 @@
+"""``cachecraft arena ...``: the arena's boards, baselines, submissions, leaderboard and reveal.
+
+Every verb takes ``--profile`` (default cpu) and ``--root`` (default ``data/results/arena/<profile>``, where the
+ledger and results live). Bad input (an unknown board, a bad folder, a missing secret, a corrupt ledger) is
+reported with what to do, exit status 2, and nothing already recorded is touched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+BOARD_HELP = "board name (A, B_online, B_offline)"
+
+
+def _arena(args: argparse.Namespace):
+    from ..arena.harness import Arena
+
+    return Arena(args.profile, Path(args.root) if args.root else None)
+
+
+def _known_errors() -> tuple[type[BaseException], ...]:
+    """Errors that mean bad input, not a bug: reported in one line."""
+    from ..arena.boards import BoardError
+
+    errors: list[type[BaseException]] = [BoardError, FileNotFoundError]
+    for module, names in (("submission", ("SubmissionError",)), ("splits", ("SecretMissing",)),
+                          ("ledger", ("LedgerTampered", "RateLimited"))):
+        try:
+            mod = __import__(f"cachecraft_lib.arena.{module}", fromlist=list(names))
+        except ImportError:
+            continue
+        errors += [getattr(mod, n) for n in names if hasattr(mod, n)]
+    return tuple(errors)
+
+
+def _guard(func):
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return int(func(args) or 0)
+        except _known_errors() as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+    return run
+
+
+def _cmd_boards(args: argparse.Namespace) -> int:
+    from ..arena.boards import boards_table
+
+    print(boards_table(_arena(args).boards).to_string(index=False))
+    return 0
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    from ..arena.submission import load_submission
+
+    sub = load_submission(args.folder)
+    print(f"ok: {sub.name} by {sub.author}, boards {', '.join(sub.boards)}, code sha256 {sub.code_sha256[:12]}")
+    return 0
+
+
+def _cmd_dev(args: argparse.Namespace) -> int:
+    from ..arena.evaluate import baseline_contender, submission_contender
+
+    arena = _arena(args)
+    arena.board(args.board)
+    if args.folder.startswith("baseline:"):
+        contender = baseline_contender(args.folder[len("baseline:"):])
+    else:
+        from ..arena.submission import load_submission
+
+        contender = submission_contender(load_submission(args.folder))
+    report = arena.dev(args.board, contender)
+    print(f"board {args.board} (dev items; {arena.boards[args.board].label})")
+    print(report["scores"].round(3).to_string())
+    print(f"gain over the best baseline ({report['best_baseline']}): {report['gain']}; "
+          f"eligible: {report['eligible']} ({report['eligibility']}); excluded tasks: {report['excluded_tasks'] or 'none'}")
+    return 0
+
+
+def _secret():
+    from ..arena.splits import load_secret
+
+    return load_secret()
+
+
+def _cmd_baselines(args: argparse.Namespace) -> int:
+    arena = _arena(args)
+    boards = [args.board] if args.board else list(arena.boards)
+    secret = _secret()
+    for name in boards:
+        scores = arena.record_baselines(name, secret, args.round)
+        print(f"board {name}: " + ("already recorded" if scores.empty else f"\n{scores.round(3).to_string()}"))
+    return 0
+
+
+def _cmd_submit(args: argparse.Namespace) -> int:
+    arena = _arena(args)
+    arena.board(args.board)
+    entry = arena.submit(args.folder, args.board, _secret(), args.round, rule=args.rule)
+    if entry.get("rejected"):
+        print(f"rejected ({entry['kind']}): {entry['message']} (recorded in the ledger)", file=sys.stderr)
+        return 1
+    print(f"{entry['name']} on {args.board}: overall {entry['overall']:.3f} [{entry['lo']:.3f}, {entry['hi']:.3f}], "
+          f"gain over {entry['best_before']} {entry['gain']:+.3f} [{entry['gain_lo']:+.3f}, {entry['gain_hi']:+.3f}]; "
+          f"{'moves the board' if entry['moved'] else 'does not move the board'}; points {entry['points']:g}")
+    return 0
+
+
+def _cmd_leaderboard(args: argparse.Namespace) -> int:
+    from ..arena import leaderboard
+
+    arena = _arena(args)
+    events = arena.ledger.events()
+    table = leaderboard.leaderboard(events, args.board)
+    if table.empty:
+        print(f"no entries yet in {arena.root / 'ledger.jsonl'}; run `cachecraft arena baselines` first")
+        return 0
+    print(table.drop(columns=["time"]).round(3).to_string(index=False))
+    if args.out:
+        for path in leaderboard.write(events, args.out, label=next(iter(arena.boards.values())).label):
+            print(f"wrote {path}")
+    return 0
+
+
+def _cmd_calibrate(args: argparse.Namespace) -> int:
+    from ..arena.boards import write_budgets
+    from ..arena.calibrate import CANDIDATES, calibrate_board
+    from ..arena.evaluate import baseline_contender
+    from ..arena.items import board_items
+
+    arena = _arena(args)
+    if arena.boards[next(iter(arena.boards))].limits.mode == "absolute" and not args.force:
+        print(f"error: profile {args.profile} uses the post's budgets and absolute limits; calibration is for the "
+              f"embedded profiles (pass --force to calibrate anyway)", file=sys.stderr)
+        return 2
+    names = [args.board] if args.board else list(arena.boards)
+    chosen, notes = {}, {}
+    for name in names:
+        board = arena.board(name)
+
+        def run(b, board=board):
+            items = board_items(board, "dev", arena.model()[1], source=arena._source())
+            return arena.run(b, items, [baseline_contender(x) for x in board.baselines])
+
+        budgets, table = calibrate_board(run, board, tuple(args.candidates or CANDIDATES))
+        chosen[name] = budgets
+        notes[name] = {"target": [0.4, 0.9], "measured_on": "dev items",
+                       "best_accuracy": {f"{k:g}": round(v, 3) for k, v in zip(table.keep, table.best_accuracy,
+                                                                                 strict=True)}}
+        print(f"board {name}:\n{table.to_string(index=False)}\n-> budgets {budgets}")
+    if args.dry_run:
+        return 0
+    print(f"wrote {write_budgets(args.profile, chosen, notes)}")
+    return 0
+
+
+def _cmd_reveal(args: argparse.Namespace) -> int:
+    result = _arena(args).reveal(_secret(), args.round)
+    verdict = "matches" if result["matches"] else "does NOT match"
+    print(f"round {result['round']}: the secret {verdict} the commitment {result['commitment'][:16]}...")
+    for board, seed in result["test_seeds"].items():
+        print(f"  board {board}: test seed {seed}")
+    return 0 if result["matches"] else 1
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``arena`` and its verbs."""
+    from ..profiles import PROFILES
+
+    ar = sub.add_parser("arena", help="the arena: boards, baselines, submissions, leaderboard",
+                        description="Submit KV-eviction methods to fixed boards; scored on hidden test items against "
+                                    "the full cache and published baselines (cachecraft_lib/arena/README.md).")
+    verbs = ar.add_subparsers(dest="verb", required=True, metavar="VERB")
+
+    def verb(name: str, func, help_: str) -> argparse.ArgumentParser:
+        p = verbs.add_parser(name, help=help_, description=help_)
+        p.add_argument("--profile", default="cpu", choices=sorted(PROFILES))
+        p.add_argument("--root", help="arena folder: ledger and results (default data/results/arena/<profile>)")
+        p.set_defaults(func=_guard(func))
+        return p
+
+    verb("boards", _cmd_boards, "show the profile's boards: budgets, items, baselines, weights, limits")
+    verb("check", _cmd_check, "check a submission folder (method.py, DESCRIPTION.md, metadata)").add_argument(
+        "folder")
+    p = verb("dev", _cmd_dev, "evaluate a submission (or baseline:NAME) on the public dev items, unlimited")
+    p.add_argument("folder", help="submission folder, or baseline:NAME for a trusted baseline")
+    p.add_argument("--board", required=True, help=BOARD_HELP)
+    p = verb("submit", _cmd_submit, "official submission: hidden test items, gate, points, ledger")
+    p.add_argument("folder")
+    p.add_argument("--board", required=True, help=BOARD_HELP)
+    p.add_argument("--round", type=int, default=1)
+    p.add_argument("--rule", default="frozen_bar", choices=("frozen_bar", "post"), help="points rule")
+    p = verb("baselines", _cmd_baselines, "score the baselines on the hidden test items and record them")
+    p.add_argument("--board", help=BOARD_HELP + " (default: every board)")
+    p.add_argument("--round", type=int, default=1)
+    p = verb("leaderboard", _cmd_leaderboard, "the leaderboard derived from the ledger")
+    p.add_argument("--board", help=BOARD_HELP + " (default: every board)")
+    p.add_argument("--out", help="also write CSV/Markdown/LaTeX and the figure into this folder")
+    p = verb("calibrate", _cmd_calibrate, "measure budgets that put the best baseline at 0.4-0.9 of the full cache "
+                                          "and write them into the profile's board file")
+    p.add_argument("--board", help=BOARD_HELP + " (default: every board)")
+    p.add_argument("--candidates", type=float, nargs="+", help="budgets (fractions kept) to try")
+    p.add_argument("--dry-run", action="store_true", help="measure and print, write nothing")
+    p.add_argument("--force", action="store_true", help="calibrate a profile with absolute limits too")
+    p = verb("reveal", _cmd_reveal, "check a round's commitment against the secret and show its test seeds")
+    p.add_argument("--round", type=int, default=1)
