@@ -137,3 +137,51 @@ def test_cap_too_small_is_refused_with_advice(tiny_model):
         CappedGenerator(tiny_model[0], cap_method("rkv"), cap=10)
     with pytest.raises(ValueError, match="unknown decode-time method"):
         cap_method("h3o")
+
+
+# ------------------------------------------------------------------ the streaming board
+def test_streamed_full_cache_answers_as_kvpress_pipeline(tiny_model, tiny_rows):
+    """Without a cap, streaming the context in chunks answers exactly as KVPress's pipeline (one prefill)."""
+    from cachecraft_lib.decoding.streaming import stream_answers
+    from cachecraft_lib.pipeline import make_pipeline
+
+    model, tok = tiny_model
+    row = tiny_rows.iloc[0]
+    res = stream_answers(model, tok, row.context, [row.question], row.answer_prefix, "full", None,
+                         int(row.max_new_tokens))
+    stock = make_pipeline(model, tok)(row.context, question=row.question, answer_prefix=row.answer_prefix,
+                                      press=None, max_new_tokens=int(row.max_new_tokens))["answer"]
+    assert res.answers == [stock]
+    assert res.cap is None and max(res.max_cache) > res.context_tokens
+
+
+def test_streamed_under_a_cap_holds_it_and_answers_each_question_from_the_same_state(tiny_model, tiny_rows):
+    from cachecraft_lib.decoding.streaming import stream_answers
+
+    model, tok = tiny_model
+    row = tiny_rows.iloc[0]
+    other = "What is the first word of the text?"
+    both = stream_answers(model, tok, row.context, [row.question, other], row.answer_prefix, "h2o", 0.5, 12)
+    alone = stream_answers(model, tok, row.context, [other], row.answer_prefix, "h2o", 0.5, 12)
+    assert both.cap == round(0.5 * both.context_tokens)
+    assert max(both.max_cache) == both.cap  # streamed at the cap, never above it
+    assert both.answers[1] == alone.answers[0]  # the second question did not see the first's tokens
+    with pytest.raises(ValueError, match="cap_fraction"):
+        stream_answers(model, tok, row.context, [other], "", "h2o", 1.5, 4)
+
+
+def test_board_table_shares_and_intervals():
+    import pandas as pd
+
+    from cachecraft_lib.decoding.streaming import BOARD_LABEL, board_table
+
+    rows = []
+    for task in ("a", "b"):
+        for i, full in enumerate((100.0, 80.0, 60.0)):
+            rows.append({"model": "m", "length": 1, "task": task, "index": i, "cell": "full", "score": full})
+            rows.append({"model": "m", "length": 1, "task": task, "index": i, "cell": "x@0.5", "score": full / 2})
+    table = board_table(pd.DataFrame(rows)).set_index("method")
+    assert table.loc["x", "share of full"].startswith("0.50 [0.50, 0.50]")  # exactly half on every resample
+    assert table.loc["x", "minus full"].startswith("-40.0 [")
+    assert table.loc["x", "below full?"] == "reproduced"
+    assert table.attrs["label"] == BOARD_LABEL
