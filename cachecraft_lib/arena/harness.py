@@ -199,7 +199,7 @@ class Arena:
         from . import points
 
         state = _standing(self.ledger.events(), board.name, round_, eligible_only=False)
-        value = float(points.award(points.RULES[rule], state, entry))
+        value = float(points.award(points.RULES[rule], state, entry, board.gate_threshold))
         self.ledger.append("points", {"board": board.name, "name": entry["name"], "author": entry["author"],
                                       "points": value, "rule": rule, "round": round_})
         return value
