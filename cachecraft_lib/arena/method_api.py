@@ -1,0 +1,62 @@
+"""The method interface of an arena submission: what ``method.py``'s ``Method`` receives and may return.
+
+``method.py`` defines ``class Method`` with a no-argument constructor and exactly one of
+
+    def score(self, layer: Layer) -> array   # per-token scores: (L,) for every KV head, or (H_kv, L)
+    def keep(self, layer: Layer) -> array    # indices to keep: (n,) for every KV head, or (H_kv, n), n <= budget
+
+called once per attention layer (and batch row) of every compressed prefill, in order of layers. ``Layer``:
+
+- ``keys``, ``values``: (H_kv, L, D) float32, the layer's cache after RoPE;
+- ``queries``: (H_q, W, D) float32, the last W (observation-window) queries after RoPE; H_q = groups * H_kv;
+- ``positions``: (L,) int64, the position of each cached token;
+- ``budget``: entries to keep per KV head (KVPress's ``int(L * (1 - compression_ratio))``);
+- ``layer`` (index), ``n_layers``, ``compression_ratio``.
+
+With ``score`` the harness keeps the ``budget`` highest scores per head (as KVPress's ``ScorerPress`` does, so
+the method composes with KVPress's wrappers: AdaKV's head-wise budgets, ChunkKV, DecodingPress); with
+``keep`` it keeps exactly those indices. Scores must be finite; indices integers in ``[0, L)``, unique per
+head, at most ``budget`` and at least one, the same count for every head. The arrays are read-only
+(writing to them is ``tampering``); the method may keep state between calls (``self``). It may import only
+numpy, math and a few pure standard modules (``submission.ALLOWED_IMPORTS``); no torch, files, network or
+processes. Everything it returns is validated outside its process.
+
+This module is imported both by the harness and, on its own, by the sandbox child (numpy only).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One attention layer's inputs to a method (read-only arrays; see the module doc)."""
+
+    keys: np.ndarray
+    values: np.ndarray
+    queries: np.ndarray
+    positions: np.ndarray
+    budget: int
+    layer: int
+    n_layers: int
+    compression_ratio: float
+
+    @property
+    def n_tokens(self) -> int:
+        return int(self.keys.shape[1])
+
+    @property
+    def n_kv_heads(self) -> int:
+        return int(self.keys.shape[0])
+
+    @property
+    def groups(self) -> int:
+        """Query heads per KV head (grouped-query attention)."""
+        return int(self.queries.shape[0] // self.keys.shape[0])
+
+
+ARRAYS = ("keys", "values", "queries", "positions")
+SCALARS = ("budget", "layer", "n_layers", "compression_ratio")
