@@ -1,4 +1,4 @@
-"""The latency benchmark at smoke scale returns sane values with their spread; notebook 06 runs under smoke."""
+"""The latency benchmark at smoke scale returns sane values with their spread (notebook 06: tests/notebooks/)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import math
 import pytest
 
 from cachecraft_lib import latency, timing_stats
-from cachecraft_lib.notebooks import list_notebooks, run_notebook
 from cachecraft_lib.timing_stats import Spread, median_interval, paired_ratios, verdict
 
 
@@ -91,16 +90,3 @@ def test_save_writes_table_samples_and_meta(tmp_path, tiny_model):
     path = latency.save(latency.summarise(samples), tmp_path, meta={"profile": "test"}, samples=samples)
     assert path.exists() and json.loads((tmp_path / "latency.json").read_text())["meta"]["profile"] == "test"
     assert len((tmp_path / "latency_samples.csv").read_text().splitlines()) == 1 + 4
-
-
-@pytest.mark.slow
-def test_notebook_06_latency(tmp_path):
-    r = run_notebook(list_notebooks(["06"])[0], "smoke", out_dir=tmp_path, figures=tmp_path / "f").records
-    assert r["methods"] == ["chunkkv", "frc", "no_press", "snapkv"] and r["rows"] == 4 and r["gpu"] is False
-    assert all(v > 0 for v in r["mean_ms"].values())
-    assert all(lo <= med <= hi for med, lo, hi in r["median_ms"].values())
-    assert len(r["prefill_ratios"]) == 2 and all(0.2 < v < 5 for v in r["prefill_ratios"])
-    assert r["verdicts"] == ["inconclusive", "inconclusive"]  # two repeats (smoke) cannot decide
-    assert r["scoring_ratios"][0]["here"] > 0
-    assert (tmp_path / "f" / "fig_latency.png").exists() and (tmp_path / "f" / "table_latency.md").exists()
-    assert "verdict" in (tmp_path / "f" / "table_latency_ratios.md").read_text()

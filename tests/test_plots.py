@@ -1,0 +1,66 @@
+"""The plotting functions the notebooks call draw what their data says: one bar per row, one panel per model,
+intervals where given (fast, synthetic frames)."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+
+from cachecraft_lib import plots  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+def test_prompt_tokens_one_bar_per_task_and_length():
+    use = pd.DataFrame({"task": ["vt", "vt", "qa_1", "qa_1"] * 2, "prompt_tokens": [900, 910, 880, 890] * 2,
+                        "length": [1024] * 4 + [2048] * 4})
+    use.loc[use.length == 2048, "prompt_tokens"] *= 2
+    ax = plots.plot_prompt_tokens(use)
+    heights = sorted(round(p.get_height()) for p in ax.patches if p.get_height() > 0)
+    assert heights == [885, 905, 1770, 1810]  # the mean of each task's samples, per length
+    assert ax.get_ylabel() == "prompt tokens"
+
+
+def _here_vs_paper(here_lo: float | None) -> pd.DataFrame:
+    return pd.DataFrame({"here": [10.0, 40.0], "here_lo": [here_lo, 30.0], "here_hi": [12.0, 50.0],
+                         "paper": [17.4, 84.6]}, index=["v1_tokenwise", "frc"])
+
+
+def test_here_vs_paper_bars_intervals_and_no_compression_line():
+    ax = plots.plot_here_vs_paper(_here_vs_paper(8.0), no_compression=60.0, title="t")
+    widths = sorted(p.get_width() for p in ax.patches)
+    assert widths == pytest.approx([10.0, 17.4, 40.0, 84.6])
+    assert [line.get_xdata()[0] for line in ax.lines if line.get_linestyle() == "--"] == [60.0]  # no compression
+    segments = ax.collections[0].get_segments()  # the error bars: [here_lo, here_hi] per row
+    assert [tuple(np.round(s[:, 0], 6)) for s in segments] == [(8.0, 12.0), (30.0, 50.0)]
+
+
+def test_here_vs_paper_without_interval_draws_no_error_bar():
+    ax = plots.plot_here_vs_paper(_here_vs_paper(None), no_compression=60.0)
+    assert tuple(ax.collections[0].get_segments()[0][:, 0]) == (10.0, 12.0)  # lower side falls back to the point
+
+
+def test_decomposition_two_panels():
+    fig = plots.plot_decomposition(_here_vs_paper(8.0), _here_vs_paper(8.0), no_compression=60.0)
+    assert [ax.get_title() for ax in fig.axes] == ["scorer vs structure (r = 0.88)", "ablation (r = 0.83)"]
+
+
+def test_latency_one_panel_per_model_median_bars():
+    rows = [{"model": model, "length": 1024, "method": method, "round": k, "prefill_ms": base + k}
+            for model, base in (("tiny", 10.0), ("8b-shaped", 100.0))
+            for method in ("no_press", "frc") for k in range(3)]
+    fig = plots.plot_latency(pd.DataFrame(rows), ["no_press", "frc"], {"frc": "#d62728", "no_press": "#7f7f7f"})
+    assert sorted(ax.get_title() for ax in fig.axes) == ["8b-shaped", "tiny"]
+    for ax in fig.axes:
+        base = 10.0 if ax.get_title() == "tiny" else 100.0
+        assert sorted(p.get_height() for p in ax.patches if p.get_height() > 0) == pytest.approx([base + 1] * 2)
