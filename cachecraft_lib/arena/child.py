@@ -26,9 +26,8 @@ import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import numpy as np  # noqa: E402
-
 import method_api  # noqa: E402
+import numpy as np  # noqa: E402
 
 ALLOWED = ("numpy", "math", "functools", "itertools", "collections", "heapq", "dataclasses", "typing",
            "__future__", "statistics", "bisect", "operator")
