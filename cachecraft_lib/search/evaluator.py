@@ -2,24 +2,39 @@
 
 OpenEvolve executes this file anew for every evaluation, so it only delegates to the worker's cached
 ``CascadeEvaluator`` (``cachecraft_lib.search.cascade``), which is configured by ``$CACHECRAFT_SEARCH_CONFIG``.
-A worker loads it before naming its first child, so a spawned worker installs its seeded ids here.
+A worker loads it before naming its first child, so a spawned worker installs its seeded ids here. Each
+evaluation's outcome goes to the run folder's health file, so that a run whose every child fails in the
+evaluator itself stops (``cachecraft_lib.search.health``).
 """
 
+import os
 from pathlib import Path
 
-from cachecraft_lib.search.cascade import as_openevolve, get_evaluator
+from cachecraft_lib.search import health
+from cachecraft_lib.search.cascade import CONFIG_ENV, as_openevolve, get_evaluator
 from cachecraft_lib.search.determinism import worker_ids
 
 worker_ids()
 
 
+def _evaluated(stage, program_path):
+    run_dir = Path(os.environ.get(CONFIG_ENV, "search_config.json")).parent
+    try:
+        result = stage(get_evaluator(), Path(program_path).read_text())
+    except Exception as err:  # OpenEvolve would turn it into {"error": 0.0} and carry on
+        health.record(run_dir, ok=False, error=f"{type(err).__name__}: {err}")
+        raise
+    health.record(run_dir, ok=True)
+    return as_openevolve(result)
+
+
 def evaluate_stage1(program_path):
-    return as_openevolve(get_evaluator().stage1(Path(program_path).read_text()))
+    return _evaluated(lambda ev, source: ev.stage1(source), program_path)
 
 
 def evaluate_stage2(program_path):
-    return as_openevolve(get_evaluator().stage2(Path(program_path).read_text()))
+    return _evaluated(lambda ev, source: ev.stage2(source), program_path)
 
 
 def evaluate(program_path):
-    return as_openevolve(get_evaluator().stage2(Path(program_path).read_text()))
+    return _evaluated(lambda ev, source: ev.stage2(source), program_path)

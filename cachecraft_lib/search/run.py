@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..profiles import Profile
+from . import health
 from .cascade import CONFIG_ENV, PAPER_GATE, PAPER_SEED_S1, SearchSettings
 from .determinism import deterministic_ids, hash_seed_fixed, restore_ids
 from .mutator import OFFLINE_NAME, SYSTEM_MESSAGE, init_offline_client
@@ -35,6 +36,7 @@ OLLAMA_BASE = "http://localhost:11434/v1"
 # this only catches a stuck evaluator, and is far beyond any evaluation so that a slow machine never
 # turns into a different run (a timed-out evaluation leaves its thread running and changes what follows).
 EVALUATION_BACKSTOP_S = 6 * 3600
+WORKER_TASKS = 10**9
 
 
 def settings_for(profile: Profile, seed: str | Path, ratio: float = 0.83) -> SearchSettings:
@@ -72,6 +74,10 @@ def build_config(iterations: int, mutator: str = "offline", seed: int = 42, adve
     cfg.evaluator.timeout = EVALUATION_BACKSTOP_S
     cfg.evaluator.max_retries = 0
     cfg.evaluator.parallel_evaluations = 1
+    # Any value makes OpenEvolve's pool spawn its workers (CPython's ProcessPoolExecutor; on 3.10 OpenEvolve
+    # asks for spawn itself) instead of forking a process that may hold the model on CUDA: a forked worker's
+    # first CUDA call fails. A spawned worker loads the model itself; it never restarts in a run.
+    cfg.max_tasks_per_child = WORKER_TASKS
     cfg.evolution_trace.enabled = True
     cfg.evolution_trace.include_code = True
     cfg.evolution_trace.include_prompts = True
@@ -171,7 +177,14 @@ async def _evolve_here(seed: str | Path, iterations: int, out: Path, profile: Pr
     handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         controller = OpenEvolve(str(initial), str(EVALUATOR_FILE), config, output_dir=str(out))
-        return await controller.run(iterations=iterations - done, checkpoint_path=str(checkpoint) if checkpoint else None)
+        run = asyncio.ensure_future(controller.run(iterations=iterations - done,
+                                                   checkpoint_path=str(checkpoint) if checkpoint else None))
+
+        def stop() -> None:
+            if controller.parallel_controller is not None:
+                controller.parallel_controller.request_shutdown()
+
+        return await health.watch(run, out, health.offset(out), stop)
     finally:
         restore_ids()
         for sig, handler in handlers.items():
