@@ -109,6 +109,14 @@ class MethodSandbox:
                                                                f"{header.get('error', 'failed')}")
         return data
 
+    def answer(self, arrays: dict[str, np.ndarray], **scalars: Any) -> np.ndarray:
+        """The validated answer for one layer: (H_kv, L) scores or (H_kv, n) sorted indices."""
+        out = self.call(arrays, **scalars)
+        heads, tokens = arrays["keys"].shape[:2]
+        if self.submission.returns == "scores":
+            return validate_scores(out, heads, tokens)
+        return validate_indices(out, heads, tokens, int(scalars["budget"]))
+
     # ------------------------------------------------------------------------------------ protocol
     def _send(self, obj: Any) -> None:
         blob = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
@@ -185,7 +193,8 @@ def validate_scores(out: np.ndarray, n_heads: int, n_tokens: int) -> np.ndarray:
     if out.shape != (n_heads, n_tokens):
         raise SubmissionError("bad_output", f"score() returned shape {out.shape}; expected ({n_tokens},) or "
                                             f"({n_heads}, {n_tokens})")
-    scores = out.astype(np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        scores = out.astype(np.float32)
     if not np.isfinite(scores).all():
         raise SubmissionError("bad_output", f"score() returned {int((~np.isfinite(scores)).sum())} non-finite "
                                             "scores (NaN or inf, also after conversion to float32)")
