@@ -13,9 +13,7 @@ latency needs no trained weights.
 from __future__ import annotations
 
 import json
-import resource
 import statistics
-import sys
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -54,16 +52,36 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _peak_reset(device: torch.device) -> None:
+def _peak_reset(device: torch.device) -> int:
+    """Start a peak-memory window; returns the bytes already allocated (the model, the shared prefill)."""
     if device.type == "cuda":
+        torch.cuda.synchronize(device)
         torch.cuda.reset_peak_memory_stats(device)
+        return torch.cuda.memory_allocated(device)
+    return 0
 
 
-def _peak_mb(device: torch.device) -> float:
+def _peak_mb(device: torch.device, baseline: int) -> float:
+    """MiB the window needed beyond ``baseline``: one method's prefill, not what was resident before it.
+    NaN on a CPU, where no allocator counts one call's memory (the process's RSS peak is not per method)."""
     if device.type == "cuda":
-        return torch.cuda.max_memory_allocated(device) / 2**20
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
-    return rss / (2**20 if sys.platform == "darwin" else 2**10)
+        return (torch.cuda.max_memory_allocated(device) - baseline) / 2**20
+    return float("nan")
+
+
+def append_table(table: pd.DataFrame, path: str | Path) -> Path:
+    """Append ``table`` to the CSV at ``path`` keeping every column of both (the union; missing cells empty):
+    an older file's header never drops a new column."""
+    path = Path(path)
+    if path.is_file() and path.stat().st_size:
+        old = pd.read_csv(path)
+        columns = list(old.columns) + [c for c in table.columns if c not in old.columns]
+        table = pd.concat([old, table], ignore_index=True).reindex(columns=columns)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    table.to_csv(tmp, index=False)
+    tmp.replace(path)
+    return path
 
 
 def compare_scoring(model: Any, shared: SharedPrefill, presses: dict[str, Any], repeats: int,
@@ -117,7 +135,8 @@ def _scoring_once(model: Any, shared: SharedPrefill, press: Any) -> float:
 def time_rounds(model: Any, ids: torch.Tensor, shared: SharedPrefill, presses: dict[str, Any], repeats: int,
                 warmup: int = 2) -> pd.DataFrame:
     """Per round, every method once (the order rotated round by round): its scoring alone, then its whole
-    prefill. One row per (round, method): ``prefill_ms``, ``scoring_ms``, ``peak_mb``. Methods of one round
+    prefill. One row per (round, method): ``prefill_ms``, ``scoring_ms``, ``peak_mb`` (the prefill's peak beyond
+    the memory already allocated before it, so the model and the shared prefill are not counted; NaN on CPU). Methods of one round
     share the machine's state, so per-round ratios are paired (``timing_stats``)."""
     device = model.device
     names, rows = list(presses), []
@@ -126,9 +145,9 @@ def time_rounds(model: Any, ids: torch.Tensor, shared: SharedPrefill, presses: d
         for name in names[shift:] + names[:shift]:
             scoring = _scoring_once(model, shared, presses[name])
             SharedPrefill.clear_masks(model)
-            _peak_reset(device)
+            baseline = _peak_reset(device)
             prefill = _prefill_once(model, ids, presses[name])
-            peak = _peak_mb(device)
+            peak = _peak_mb(device, baseline)
             SharedPrefill.clear_masks(model)
             if i >= warmup:
                 rows.append({"method": name, "repeat": i - warmup, "prefill_ms": prefill * 1000,

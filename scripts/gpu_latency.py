@@ -15,10 +15,16 @@ import argparse
 import time
 from pathlib import Path
 
-import pandas as pd
 import torch
 
-from cachecraft_lib.latency import eight_b_shaped_llama, measure_samples, paper_comparison, ratios, summarise
+from cachecraft_lib.latency import (
+    append_table,
+    eight_b_shaped_llama,
+    measure_samples,
+    paper_comparison,
+    ratios,
+    summarise,
+)
 
 OUT = Path(__file__).resolve().parents[1] / "data" / "reference" / "latency_gpu.csv"
 
@@ -30,19 +36,21 @@ def main() -> None:
     parser.add_argument("--ratio", type=float, default=0.88)
     parser.add_argument("--out", default=str(OUT))
     parser.add_argument("--samples-out", help="CSV of every timed repeat (default: beside --out)")
+    parser.add_argument("--layers", type=int, help="fewer layers (a quick check; the reference uses all 32)")
+    parser.add_argument("--device", default="cuda", help="cpu runs the same steps (slowly; for checking the script)")
     args = parser.parse_args()
-    if not torch.cuda.is_available():
-        raise SystemExit("no CUDA GPU here: this script is the GPU reference measurement")
-    model = eight_b_shaped_llama("cuda")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("no CUDA GPU here: this script is the GPU reference measurement (--device cpu to check it)")
+    model = eight_b_shaped_llama(args.device, layers=args.layers)
     samples = measure_samples(model, "llama-3.1-8b-shaped (random weights)", args.lengths,
                               ["no_press", "snapkv", "chunkkv", "frc"], args.ratio, args.repeats)
     table = summarise(samples)
-    stamp = {"date": time.strftime("%Y-%m-%d"), "gpu": torch.cuda.get_device_name(0)}
+    gpu = torch.cuda.get_device_name(0) if args.device == "cuda" else "none (cpu)"
+    stamp = {"date": time.strftime("%Y-%m-%d"), "gpu": gpu}
     table = table.assign(**stamp, note=f"scripts/gpu_latency.py, torch {torch.__version__}")
-    columns = pd.read_csv(args.out).columns if Path(args.out).exists() else table.columns
-    table.reindex(columns=columns).to_csv(args.out, mode="a", header=not Path(args.out).exists(), index=False)
+    append_table(table, args.out)  # every column kept (peak_mb, device, the scoring columns)
     samples_out = Path(args.samples_out or Path(args.out).with_name(Path(args.out).stem + "_samples.csv"))
-    samples.assign(**stamp).to_csv(samples_out, mode="a", header=not samples_out.exists(), index=False)
+    append_table(samples.assign(**stamp), samples_out)
     print(table.drop(columns=["note"]).round(2).to_string(index=False))
     print(paper_comparison(samples).round(3).to_string(index=False))
     print("scoring alone, paired per round:")
