@@ -110,3 +110,35 @@ def test_a_bad_method_fails_the_press_with_its_kind(prefill):
     assert err.value.kind == "over_budget"
     with pytest.raises(TypeError, match="limits"):
         submission_press(load_submission(FRC), 0.5, cpu=3)
+
+
+@pytest.mark.parametrize("program", ["FRC_PROGRAM", "V1_PROGRAM"])
+def test_a_converted_policy_program_keeps_what_the_suite_keeps(prefill, tmp_path, program):
+    from cachecraft_lib import policy_programs
+    from cachecraft_lib.arena.convert import program_to_submission
+    from cachecraft_lib.presses import PolicyPress
+
+    path = getattr(policy_programs, program)
+    sub = program_to_submission(path, tmp_path / "sub", "converted")
+    assert sub.returns == "indices" and "from cachecraft_lib" not in (tmp_path / "sub" / "method.py").read_text()
+    ours = prefill.cache_for(submission_press(sub, 0.5))  # L = 200: whole chunks fit the budget exactly
+    suite = prefill.cache_for(PolicyPress(policy=path, compression_ratio=0.5))
+    for x, y in zip(ours.layers, suite.layers, strict=True):
+        assert x.keys.shape == y.keys.shape and torch.allclose(x.keys, y.keys)
+
+
+def test_converter_finds_a_runs_best_program_and_refuses_others(tmp_path):
+    from cachecraft_lib import policy_programs
+    from cachecraft_lib.arena.convert import find_program, program_to_submission
+
+    run = tmp_path / "run" / "seed42" / "best"
+    run.mkdir(parents=True)
+    (run / "best_program.py").write_text(policy_programs.FRC_PROGRAM.read_text())
+    assert find_program(tmp_path / "run") == run / "best_program.py"
+    with pytest.raises(FileNotFoundError, match="best_program"):
+        find_program(tmp_path / "empty")
+    bad = tmp_path / "bad.py"
+    bad.write_text("import os\n\ndef score_tokens(ctx):\n    return 0\n\ndef select_tokens_to_keep(s, ctx):\n    return 0\n")
+    with pytest.raises(SubmissionError) as err:
+        program_to_submission(bad, tmp_path / "out", "bad")
+    assert err.value.kind == "file_access"
