@@ -27,7 +27,7 @@ from kvpress import (
 )
 
 from .features import build_context, tail_attention
-from .policies import V1_PROGRAM
+from .policy_programs import V1_PROGRAM
 from .policy import load_policy, run_policy
 from .scorers import FRCPress, FRCScorerPress, PolicyScorerPress, WholeChunkPress
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from cachecraft_lib import checks
-from cachecraft_lib.policies import FRC_PROGRAM, V1_PROGRAM
+from cachecraft_lib.policy_programs import FRC_PROGRAM, V1_PROGRAM
 
 
 def test_scorer_bounds_perfect_100_empty_0(ruler_1024):

@@ -8,7 +8,7 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from cachecraft_lib.features import FEATURES, build_context, tail_attention
-from cachecraft_lib.policies import FRC_PROGRAM, V1_PROGRAM
+from cachecraft_lib.policy_programs import FRC_PROGRAM, V1_PROGRAM
 from cachecraft_lib.presses import REGISTRY, FRCPress, PolicyPress, make_press
 
 

@@ -14,7 +14,7 @@ from kvpress import (
 from transformers import DynamicCache
 
 from cachecraft_lib.pipeline import make_pipeline
-from cachecraft_lib.policies import FRC_PROGRAM
+from cachecraft_lib.policy_programs import FRC_PROGRAM
 from cachecraft_lib.prefill import SharedPrefill
 from cachecraft_lib.scorers import FRCPress, FRCScorerPress, PolicyScorerPress, WholeChunkPress
 

@@ -140,7 +140,7 @@ def test_hanging_candidate_is_killed_and_the_next_runs_normally(evaluator):
 
 @pytest.mark.slow
 def test_offline_run_writes_a_trace_the_loader_reads(tmp_path):
-    from cachecraft_lib.search.run import evolve
+    from cachecraft_lib.search.evolve import evolve
 
     profile = get_profile("smoke")
     evolve("v5", 3, tmp_path, profile, mutator="offline", adversarial=0.5)
@@ -186,7 +186,7 @@ def test_offline_run_is_reproducible_for_a_seed(tmp_path):
 
 
 def test_openevolve_configs():
-    from cachecraft_lib.search.run import EVALUATION_BACKSTOP_S, OLLAMA_BASE, OLLAMA_MODEL, build_config
+    from cachecraft_lib.search.evolve import EVALUATION_BACKSTOP_S, OLLAMA_BASE, OLLAMA_MODEL, build_config
 
     cfg = build_config(10, "ollama", gate_score=40.0)
     model = cfg.llm.models[0]

@@ -10,7 +10,7 @@ import pytest
 
 from cachecraft_lib.profiles import get_profile
 from cachecraft_lib.search import health
-from cachecraft_lib.search.run import build_config
+from cachecraft_lib.search.evolve import build_config
 
 
 def _entry(ok: bool, error: str = "", worker: bool = True) -> dict:
@@ -41,7 +41,7 @@ def test_record_read_and_offset_of_a_resumed_run(tmp_path):
 
 @pytest.mark.slow
 def test_a_search_runs_its_workers_under_spawn(tmp_path):
-    from cachecraft_lib.search.run import evolve
+    from cachecraft_lib.search.evolve import evolve
 
     evolve("v5", 2, tmp_path, get_profile("smoke"), mutator="offline")
     entries = [json.loads(line) for line in (tmp_path / health.HEALTH_FILE).read_text().splitlines()]
@@ -56,7 +56,7 @@ def test_a_run_whose_every_child_fails_in_the_worker_stops_with_the_reason(tmp_p
     import torch
 
     from cachecraft_lib.search import cascade
-    from cachecraft_lib.search.run import evolve
+    from cachecraft_lib.search.evolve import evolve
 
     if torch.cuda.is_available():
         pytest.skip("needs a machine without CUDA to make the workers' evaluator fail")

@@ -11,7 +11,7 @@ from ..profiles import PROFILES
 def _cmd_evolve(args: argparse.Namespace) -> int:
     from ..paths import DATA
     from ..profiles import get_profile
-    from ..search.run import evolve
+    from ..search.evolve import evolve
 
     profile = get_profile(args.profile)
     out = Path(args.out) if args.out else DATA / "results" / "search" / f"{profile.name}_{args.seed}_{args.mutator}"

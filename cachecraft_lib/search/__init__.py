@@ -4,5 +4,5 @@
 - ``static_checks``: stage 0; ``sandbox`` + ``child``: candidates isolated in their own process
 - ``cascade`` + ``evaluator.py``: the OpenEvolve evaluator (stages 1 and 2, fitness 0.25*S1 + 0.75*S2)
 - ``mutator``: offline deterministic code editor (not an LLM), adversarial hacks, the CacheCraft system message
-- ``run``: OpenEvolve configuration and ``evolve`` / ``evolve_async``; ``runlog``: runs into DataFrames
+- ``evolve``: OpenEvolve configuration and ``evolve`` / ``evolve_async``; ``runlog``: runs into DataFrames
 """

@@ -60,7 +60,7 @@ async def run_spec(spec: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     from .determinism import hash_seed_fixed
-    from .run import evolve
+    from .evolve import evolve
 
     spec = json.loads(Path((argv or sys.argv[1:])[0]).read_text())
     if not hash_seed_fixed():  # never recurse: this process exists to have the fixed seed

@@ -9,7 +9,7 @@ from pathlib import Path
 
 SEEDS_DIR = Path(__file__).parent
 SEEDS = {
-    "v1": SEEDS_DIR / "v1_generic.py",
+    "v1": SEEDS_DIR / "v1_generic_seed.py",
     "chunkkv": SEEDS_DIR / "chunkkv_inspired.py",
     "v5": SEEDS_DIR / "v5_frc_family.py",
     "expected_attention": SEEDS_DIR / "expected_attention_style.py",

@@ -4,4 +4,4 @@ from pathlib import Path
 
 POLICIES = Path(__file__).parent
 FRC_PROGRAM = POLICIES / "frc_policy.py"
-V1_PROGRAM = POLICIES / "v1_generic.py"
+V1_PROGRAM = POLICIES / "v1_generic_scorer.py"
