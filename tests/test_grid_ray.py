@@ -1,0 +1,214 @@
+"""The grid on Ray and per-cell failures: Ray gives the serial run's result files; a worker killed mid-group
+resumes without recomputing an answer; a press that raises fails its own cell only (with and without Ray)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import pytest
+from kvpress import BasePress
+
+from cachecraft_lib.grid import Cell, grid_cells, run_grid
+from cachecraft_lib.grid.cost import PAPER_SHAPES, makespan, paper_grid_estimate, rows_per_batch
+from cachecraft_lib.grid.ray_runner import INSTALL_HINT, RayMissing, require_ray, task_resources
+from cachecraft_lib.grid.store import CellStore
+from cachecraft_lib.presses import REGISTRY, Method
+from cachecraft_lib.profiles import EMBEDDED_MODEL, get_profile
+
+SMALL = dict(samples_per_task=2, ruler_source="offline", tasks=("niah_single_1", "vt"), max_new_tokens=6)
+RAISES = "raises_test"
+
+
+@dataclass
+class _RaisingPress(BasePress):
+    """A press that fails half-way through the layers, as a buggy policy would."""
+
+    compression_ratio: float = 0.0
+
+    def compress(self, module, hidden_states, keys, values, attentions, kwargs):
+        if module.layer_idx == 1:
+            raise RuntimeError("test press raised on purpose")
+        return keys, values
+
+
+RAISING = Method(RAISES, lambda r: _RaisingPress(r), "a test press that raises")
+
+
+def _predictions(folder: Path) -> dict[str, tuple]:
+    """Per finished cell: its answers, scores and KVPress predictions.csv (no timestamps or timings)."""
+    out = {}
+    for path in sorted(folder.glob("*/result.json")):
+        result = json.loads(path.read_text())
+        answers = [(p["index"], p["predicted_answer"]) for p in result["predictions"]]
+        out[path.parent.name] = (answers, result["scores"], result["fingerprint"],
+                                 (path.parent / "predictions.csv").read_text())
+    return out
+
+
+# ---------------------------------------------------------------------------------------- without Ray
+@pytest.mark.slow
+def test_raising_press_fails_its_cell_and_the_others_match_a_run_without_it(tmp_path, monkeypatch):
+    monkeypatch.setitem(REGISTRY, RAISES, RAISING)
+    good = [Cell(EMBEDDED_MODEL, 1024, "no_press", 0.0, **SMALL), Cell(EMBEDDED_MODEL, 1024, "snapkv", 0.5, **SMALL)]
+    bad = Cell(EMBEDDED_MODEL, 1024, RAISES, 0.5, **SMALL)
+    summary = run_grid([good[0], bad, good[1]], tmp_path / "with", progress=False)
+    assert sorted(summary.method) == ["no_press", "snapkv"]
+    assert summary.attrs["failed"] == {bad.key: "RuntimeError: test press raised on purpose (sample 0)"}
+    record = json.loads((tmp_path / "with" / bad.key / "failed.json").read_text())
+    assert record["sample"] == 0 and "_RaisingPress" in record["traceback"]
+    assert not (tmp_path / "with" / bad.key / "result.json").exists()
+    run_grid(good, tmp_path / "without", progress=False)
+    assert _predictions(tmp_path / "with") == _predictions(tmp_path / "without")  # good cells unchanged
+
+    mtimes = {c.key: (tmp_path / "with" / c.key / "result.json").stat().st_mtime_ns for c in good}
+    again = run_grid([good[0], bad, good[1]], tmp_path / "with", progress=False)  # the failed cell is retried
+    assert list(again.attrs["failed"]) == [bad.key]
+    assert mtimes == {c.key: (tmp_path / "with" / c.key / "result.json").stat().st_mtime_ns for c in good}
+
+
+def test_torn_partial_line_costs_only_itself(tmp_path):
+    store, cell = CellStore(tmp_path), Cell(EMBEDDED_MODEL, 1024, "snapkv", 0.5, **SMALL)
+    store.append(cell, "fp", {"index": 0, "predicted_answer": "a", "seconds": 0.1})
+    with open(store.folder(cell) / "partial.jsonl", "a") as f:
+        f.write('{"index": 1, "predicted_ans')  # the writer was killed here
+    store.append(cell, "fp", {"index": 2, "predicted_answer": "c", "seconds": 0.1})
+    assert sorted(store.partial(cell, "fp")) == [0, 2]
+
+
+def test_ray_missing_says_how_to_install(monkeypatch, capsys):
+    from cachecraft_lib.cli import main
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
+    with pytest.raises(RayMissing, match=r"pip install -e \"\.\[ray\]\""):
+        require_ray()
+    assert main(["grid", "--profile", "smoke", "--ray", "--out", "unused"]) == 2
+    assert INSTALL_HINT in capsys.readouterr().err
+
+
+def test_task_resources_one_gpu_on_cuda_else_cpus():
+    assert task_resources("cuda", {"CPU": 16, "GPU": 8}, 2) == {"num_gpus": 1, "num_cpus": 2}
+    assert task_resources(None, {"CPU": 16, "GPU": 8}, 1) == {"num_gpus": 1, "num_cpus": 1}
+    assert task_resources(None, {"CPU": 16}, 4) == {"num_cpus": 4}
+    assert task_resources("cpu", {"CPU": 16, "GPU": 8}, 2) == {"num_cpus": 2}
+    with pytest.raises(ValueError, match="no GPU"):
+        task_resources("cuda", {"CPU": 16}, 1)
+
+
+def test_paper_estimate_batches_by_kept_length_and_ray_is_bound_by_groups(ruler_1024, tokenizer):
+    table = paper_grid_estimate(ruler_1024, tokenizer, gpus=(1, 4, 8))
+    by = table.set_index(["model", "length"])
+    assert (by.xs(4096, level="length").batches == 1).all()  # 31 rows of 4096 tokens fit a third of 141 GB
+    assert (by.xs(8192, level="length").batches == 2).all()  # ... of 8192 tokens do not: two batches
+    assert (by.xs(8192, level="length").padded_kept < 1).all()  # the compressed rows' batch is padded less
+    assert rows_per_batch(PAPER_SHAPES[0], 8192, 31) == 18  # (141 - 16 - 3.2) GB / 3 over 2 x 1.07 GB per row
+    hours = list(table.gpu_hours)
+    assert table.attrs["ray"]["1 GPU(s)"] == pytest.approx(sum(hours), abs=0.1)
+    assert table.attrs["ray"]["8 GPU(s)"] == max(hours)  # one task per group: 4 groups use 4 of 8 GPUs
+    assert makespan([3, 3, 2, 2], 2) == 5 and makespan([4, 1, 1], 2) == 4
+
+
+def test_estimate_command_prints_hours_for_n_gpus(capsys):
+    from cachecraft_lib.cli import main
+
+    assert main(["grid", "--estimate", "--gpus", "8"]) == 0
+    out = capsys.readouterr().out
+    assert "8 GPU(s)" in out and "with --ray" in out and "estimate" in out
+
+
+# ------------------------------------------------------------------------------------------- on Ray
+def _worker_hook(control: str):
+    """Run in every Ray worker: registers the raising press, logs every answer appended to the store, and
+    makes a worker kill itself (SIGKILL) before its decode number ``kill_after`` + 1, once per test."""
+    def setup() -> None:
+        from cachecraft_lib.grid import runner, store
+        from cachecraft_lib.presses import REGISTRY as registry  # the worker's own, not a pickled copy
+
+        registry[RAISES] = RAISING
+        folder, real_decode, real_append, calls = Path(control), runner.decode_rows, store.CellStore.append, {}
+
+        def decode_rows(model, tokenizer, rows, *args, **kwargs):
+            kill = folder / "kill_after"
+            if kill.exists():
+                key = kill.stat().st_mtime_ns
+                calls[key] = calls.get(key, 0) + 1
+                if calls[key] > int(kill.read_text()):
+                    try:
+                        with open(folder / "killed", "x") as f:  # only the first worker to get here dies
+                            f.write(str(os.getpid()))
+                    except FileExistsError:
+                        pass
+                    else:
+                        os.kill(os.getpid(), signal.SIGKILL)
+            return real_decode(model, tokenizer, rows, *args, **kwargs)
+
+        def append(self, cell, fp, record):
+            real_append(self, cell, fp, record)
+            with open(folder / "answers.log", "a") as f:
+                f.write(f"{self.root.name} {cell.key} {record['index']} {os.getpid()}\n")
+
+        runner.decode_rows, store.CellStore.append = decode_rows, append
+    return setup
+
+
+@pytest.fixture(scope="module")
+def ray_cluster(tmp_path_factory):
+    ray = pytest.importorskip("ray")
+    control = tmp_path_factory.mktemp("ray_control")
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             runtime_env={"worker_process_setup_hook": _worker_hook(str(control))})
+    yield control
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def serial_smoke(tmp_path_factory):
+    out = tmp_path_factory.mktemp("serial")
+    run_grid(grid_cells(get_profile("smoke")), out, progress=False)
+    return _predictions(out)
+
+
+def _answers(control: Path, folder: Path) -> list[tuple[str, int, int]]:
+    lines = (control / "answers.log").read_text().split("\n") if (control / "answers.log").exists() else []
+    return [(k, int(i), int(pid)) for name, k, i, pid in (line.split() for line in lines if line)
+            if name == folder.name]
+
+
+@pytest.mark.slow
+def test_ray_smoke_grid_equals_serial_and_a_raising_press_stops_only_itself(ray_cluster, serial_smoke, tmp_path):
+    from cachecraft_lib.grid.ray_runner import run_grid_ray
+
+    cells = grid_cells(get_profile("smoke"))
+    bad = replace(cells[0], method=RAISES, ratio=0.5)
+    summary = run_grid_ray([*cells, bad], tmp_path / "ray", device="cpu", dtype="float32", progress=False)
+    assert _predictions(tmp_path / "ray") == serial_smoke  # the raising cell never joined a batch
+    assert len(summary) == len(cells)
+    assert summary.attrs["failed"] == {bad.key: "RuntimeError: test press raised on purpose (sample 0)"}
+
+
+@pytest.mark.slow
+def test_killed_worker_is_retried_and_recomputes_no_finished_answer(ray_cluster, serial_smoke, tmp_path):
+    from cachecraft_lib.grid.ray_runner import run_grid_ray
+
+    control, out = ray_cluster, tmp_path / "killed"
+    (control / "kill_after").write_text("2")  # a worker dies decoding its third sample (two kept per cell)
+    cells = grid_cells(get_profile("smoke"))
+    summary = run_grid_ray(cells, out, device="cpu", dtype="float32", max_retries=2, progress=False)
+    (control / "kill_after").unlink()
+    assert (control / "killed").exists()
+    dead = int((control / "killed").read_text())
+    assert len(summary) == len(cells) and summary.attrs["failed"] == {}
+    answers = _answers(control, out)
+    assert any(pid == dead for *_, pid in answers)  # answers were kept from the killed worker...
+    assert len({(k, i) for k, i, _ in answers}) == len(answers)  # ...and none was answered twice
+    assert _predictions(out) == serial_smoke  # the resumed group gives the serial run's files
+
+    mtimes = {c.key: (out / c.key / "result.json").stat().st_mtime_ns for c in cells}
+    run_grid_ray(cells, out, device="cpu", dtype="float32", progress=False)
+    assert len(_answers(control, out)) == len(answers)  # a finished grid recomputes nothing
+    assert mtimes == {c.key: (out / c.key / "result.json").stat().st_mtime_ns for c in cells}
