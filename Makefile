@@ -22,7 +22,7 @@ install: $(STAMP)
 
 # The instruct-model tests need SmolLM2-135M-Instruct converted (once; skipped when the folder is complete).
 test: install
-	@$(BIN)/python -c "import gguf" 2>/dev/null || $(BIN)/pip install --quiet --disable-pip-version-check -e ".[instruct]"
+	@$(BIN)/python -c "import gguf, ray" 2>/dev/null || $(BIN)/pip install --quiet --disable-pip-version-check -e ".[instruct,ray]"
 	$(BIN)/cachecraft fetch-instruct
 	$(BIN)/python -m pytest -q
 
