@@ -28,6 +28,7 @@ LEVEL = 0.95
 STRATA = ("model", "length", "task")
 REPRODUCED, CONTRADICTED, INCONCLUSIVE = "reproduced", "contradicted", "inconclusive at this sample size"
 NOT_MEASURABLE = "not measurable here"
+INCONCLUSIVE_TIMING = "inconclusive"  # a timing interval over repeats: the tables of notebook 06 use this word
 VERDICTS = (REPRODUCED, CONTRADICTED, INCONCLUSIVE, NOT_MEASURABLE)
 METHOD_NOTE = "95% paired bootstrap over samples (resampled within task, the same draw for every method; 2,000 resamples)"
 
@@ -159,11 +160,20 @@ def judge(est: Interval, low: float = -math.inf, high: float = math.inf) -> Verd
     An interval that touches a boundary allows both, like a difference interval that includes 0 shares a rank:
     ``[0, 0]`` (two methods scoring alike on every sample) neither supports nor contradicts "a beats b".
     """
-    if est.defined and low < est.lo and est.hi < high:
-        return Verdict(REPRODUCED)
-    if est.defined and (est.hi < low or est.lo > high):
-        return Verdict(CONTRADICTED)
-    return Verdict(INCONCLUSIVE, samples_to_resolve(est, low, high))
+    decided = against_range(est.lo, est.hi, low, high) if est.defined else None
+    return Verdict(decided) if decided else Verdict(INCONCLUSIVE, samples_to_resolve(est, low, high))
+
+
+def against_range(lo: float, hi: float, low: float, high: float, closed: bool = False) -> str | None:
+    """The one three-valued rule: ``REPRODUCED`` when [lo, hi] lies inside the claimed range, ``CONTRADICTED``
+    when wholly outside it, None when it allows both. ``closed``: an interval may touch the range's bounds
+    (a claimed range of ratios); open (default): touching a bound allows both (a claimed difference vs 0)."""
+    inside = (low <= lo and hi <= high) if closed else (low < lo and hi < high)
+    if inside:
+        return REPRODUCED
+    if hi < low or lo > high:
+        return CONTRADICTED
+    return None
 
 
 def samples_to_resolve(est: Interval, low: float, high: float) -> int | None:

@@ -9,8 +9,9 @@ the interval is [min, max] and its ``coverage`` says how little it means.
 A ratio of two methods is paired: per repeat the two were timed in the same round (interleaved), their ratio
 is taken, and the median and interval are over those per-repeat ratios, so drift shared by both cancels.
 
-``verdict`` compares an interval with a claimed range: ``reproduced`` (inside), ``contradicted`` (wholly
-outside), else ``inconclusive`` (it straddles a bound, or has less than ``LEVEL`` coverage).
+``verdict`` compares an interval with a claimed range by the rule every table uses (``intervals.against_range``,
+bounds included): ``reproduced`` (inside), ``contradicted`` (wholly outside), else ``inconclusive`` (it
+straddles a bound, or has less than ``LEVEL`` coverage).
 """
 
 from __future__ import annotations
@@ -19,8 +20,12 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .intervals import CONTRADICTED, REPRODUCED, against_range
+from .intervals import INCONCLUSIVE_TIMING as INCONCLUSIVE
+
 LEVEL = 0.95
-REPRODUCED, CONTRADICTED, INCONCLUSIVE = "reproduced", "contradicted", "inconclusive"
+__all__ = ["CONTRADICTED", "INCONCLUSIVE", "LEVEL", "REPRODUCED", "Spread", "median_interval", "paired_ratios",
+           "verdict"]
 
 
 @dataclass(frozen=True)
@@ -66,8 +71,4 @@ def verdict(spread: Spread, low: float, high: float, level: float = LEVEL) -> st
     """``reproduced`` / ``contradicted`` / ``inconclusive`` for the claim "the value lies in [low, high]"."""
     if spread.n == 0 or spread.coverage < level:
         return INCONCLUSIVE
-    if low <= spread.lo and spread.hi <= high:
-        return REPRODUCED
-    if spread.hi < low or spread.lo > high:
-        return CONTRADICTED
-    return INCONCLUSIVE
+    return against_range(spread.lo, spread.hi, low, high, closed=True) or INCONCLUSIVE

@@ -131,3 +131,12 @@ def test_gpu_latency_script_writes_through_append_table():
 
     source = (Path(__file__).parents[1] / "scripts" / "gpu_latency.py").read_text()
     assert "reindex" not in source and source.count("append_table(") == 2  # the table and the samples
+
+
+def test_one_three_valued_rule_for_timings_and_scores():
+    from cachecraft_lib.intervals import CONTRADICTED, REPRODUCED, against_range
+
+    assert against_range(1.1, 1.3, 1.1, 1.3, closed=True) == REPRODUCED  # a timing range includes its bounds
+    assert against_range(0.0, 2.0, 0.0, math.inf) is None  # a difference touching 0 allows both
+    assert against_range(-2.0, -1.0, 0.0, math.inf) == CONTRADICTED
+    assert verdict(Spread(1.2, 1.1, 1.3, 0.98, 9), 1.1, 1.3) == timing_stats.REPRODUCED
