@@ -1,0 +1,35 @@
+"""Notebook 07 (the arena) under the smoke profile, values read back (about 1.5 minutes on two cores)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cachecraft_lib.notebooks import list_notebooks, run_notebook
+
+SUBMISSION = Path(__file__).parent / "assets" / "arena_boards" / "snap_nopool"
+
+
+@pytest.mark.slow
+def test_notebook_07_arena(tmp_path):
+    r = run_notebook(list_notebooks(["07"])[0], "smoke", out_dir=tmp_path, figures=tmp_path / "f",
+                     parameters={"ROOT": str(tmp_path / "arena"), "SUBMISSION": str(SUBMISSION)}).records
+    assert r["boards"] == ["A", "B_online", "B_offline"] and r["budgets"]["A"] == [0.75, 0.5]
+    for rows in r["baselines"].values():
+        by = {row["method"]: row for row in rows}
+        assert by["full"]["accuracy"] == pytest.approx(1.0) and by["full"]["memory"] == 0
+        assert all(row["lo"] - 1e-9 <= row["overall"] <= row["hi"] + 1e-9 for row in rows)
+        assert all(0 < row["memory"] < 1 for m, row in by.items() if m != "full")
+    assert all(s["units for 0.02"] > s["test units"] and s["gain resolved"] > 0.02 for s in r["sizing"])
+    entry = r["entry"]
+    assert r["submission"] == "snap-nopool" and entry["gain_lo"] <= entry["gain"] <= entry["gain_hi"]
+    assert entry["moved"] == (entry["gain_lo"] > 0 and entry["eligible"])
+    assert r["kinds"][0] == "round" and r["kinds"].count("baseline") == 4 and r["kinds"][-2:] == ["submission", "points"]
+    assert {row["name"] for row in r["leaderboard"]} == {"snapkv", "tova", "random", "full", "snap-nopool"}
+    replay = {row["name"]: row for row in r["replay"]}
+    assert replay["agent2-002 spanvote"]["post"] == 0 < replay["agent2-002 spanvote"]["frozen_bar"]
+    assert "embedded tiny model" in r["label"]
+    for name in ("table_arena_boards.md", "table_arena_baselines_dev.csv", "table_arena_sizing.md",
+                 "table_arena_leaderboard.md", "fig_arena_leaderboard.png", "table_arena_points_replay.md"):
+        assert (tmp_path / "f" / name).exists()
