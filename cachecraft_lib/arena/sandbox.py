@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from ..search.sandbox import cpu_seconds
 from .method_api import SCALARS
 from .submission import Submission, SubmissionError
 
@@ -129,12 +130,12 @@ class MethodSandbox:
     def _receive(self, timeout: float) -> tuple[dict, np.ndarray | None]:
         """The child's JSON header and array, or ``SubmissionError`` (killed after ``timeout`` CPU seconds)."""
         fd = self.proc.stdout.fileno()
-        cpu_start = _cpu_seconds(self.proc.pid)
+        cpu_start = cpu_seconds(self.proc.pid)
         wall_limit = max(WALL_MIN_S, WALL_FACTOR * timeout) if cpu_start is not None else timeout
         wall_end = time.monotonic() + wall_limit
         buf, header, need = b"", None, None
         while header is None or len(buf) < need:
-            cpu_used = _cpu_seconds(self.proc.pid)
+            cpu_used = cpu_seconds(self.proc.pid)
             wall_left = wall_end - time.monotonic()
             cpu_left = timeout - (cpu_used - cpu_start) if None not in (cpu_used, cpu_start) else wall_left
             if cpu_left <= 0 or wall_left <= 0:
@@ -152,7 +153,7 @@ class MethodSandbox:
                 line, buf = buf.split(b"\n", 1)
                 header = _header(line)
                 need = int(header.get("nbytes", 0)) if header.get("ok") else 0
-        if cpu_start is not None and (cpu_now := _cpu_seconds(self.proc.pid)) is not None:
+        if cpu_start is not None and (cpu_now := cpu_seconds(self.proc.pid)) is not None:
             self.cpu_s += cpu_now - cpu_start
         return header, _array(header, buf[:need]) if header.get("ok") and "dtype" in header else None
 
@@ -225,13 +226,3 @@ def validate_indices(out: np.ndarray, n_heads: int, n_tokens: int, budget: int) 
         raise SubmissionError("duplicate_indices", f"keep() returned duplicate indices "
                                                    f"{sorted(set(idx[:, 1:][dup].tolist()))[:10]}")
     return np.ascontiguousarray(idx)
-
-
-def _cpu_seconds(pid: int) -> float | None:
-    """User + system CPU time of a live process from ``/proc/<pid>/stat`` (None where unreadable)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

@@ -78,13 +78,13 @@ class Sandbox:
 
     def _receive(self, timeout: float) -> dict:
         """One reply line, or ``CandidateFailed``: killed after ``timeout`` CPU seconds of the child (module doc)."""
-        cpu_start = _cpu_seconds(self.proc.pid)
+        cpu_start = cpu_seconds(self.proc.pid)
         wall_limit = max(WALL_MIN_S, WALL_FACTOR * timeout) if cpu_start is not None else timeout
         wall_end = time.monotonic() + wall_limit
         line = b""
         while not line.endswith(b"\n"):
             wall_left = wall_end - time.monotonic()
-            cpu_used = _cpu_seconds(self.proc.pid)
+            cpu_used = cpu_seconds(self.proc.pid)
             cpu_left = timeout - (cpu_used - cpu_start) if cpu_used is not None and cpu_start is not None else wall_left
             if cpu_left <= 0 or wall_left <= 0:
                 self.close()
@@ -131,7 +131,7 @@ class Sandbox:
         return out
 
 
-def _cpu_seconds(pid: int) -> float | None:
+def cpu_seconds(pid: int) -> float | None:
     """User + system CPU time of a live process from ``/proc/<pid>/stat`` (None where unreadable)."""
     try:
         with open(f"/proc/{pid}/stat") as f:
