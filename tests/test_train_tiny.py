@@ -9,7 +9,8 @@ from itertools import pairwise
 
 import pytest
 
-from cachecraft_lib.ruler.tasks import ENTITY_DOC, GENERATORS, TaskState
+from cachecraft_lib.ruler.documents import ENTITY_DOC
+from cachecraft_lib.ruler.tasks import GENERATORS, TaskState
 from cachecraft_lib.ruler.templates import split_context_question
 from cachecraft_lib.tiny.recipe import (
     Recipe,

@@ -9,14 +9,14 @@ synthetic document-QA tasks) are listed in ``SUBSTITUTES``.
 from __future__ import annotations
 
 import random
-import re
 import string
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from . import templates as T
-from .words import cwe_words, nouns, random_key_word, split_sentences, synthetic_essay_words
+from .documents import QA1_QUESTIONS, entity, entity_doc, invented_name, person_doc
+from .words import cwe_words, random_key_word, split_sentences, synthetic_essay_words
 
 DEPTHS = [round(100 * i / 39) for i in range(40)]  # RULER's 40 quantised needle depths, 0..100
 
@@ -217,41 +217,6 @@ def _fwe(n: int, rng: random.Random, state: TaskState, alpha: float = 2.0) -> tu
 
 
 # ------------------------------------------------------------------------------ QA substitutes
-_SYL = ("ka", "lo", "ri", "ven", "tor", "mi", "sa", "del", "ur", "bel", "an", "que", "zo", "fen", "pra",
-        "gil", "mon", "tes", "ha", "nor", "vi", "cas", "ol", "dre")
-_KINDS = ("museum", "brewery", "observatory", "library", "shipyard", "orchestra", "laboratory", "bakery",
-          "theatre", "foundry", "academy", "garden", "railway", "market", "monastery")
-
-
-def _name(rng: random.Random, parts: int) -> str:
-    return "".join(rng.choice(_SYL) for _ in range(parts)).capitalize()
-
-
-def _entity(rng: random.Random) -> dict[str, str]:
-    return {"name": f"{_name(rng, 3)} {rng.choice(_KINDS).capitalize()}", "city": _name(rng, 2),
-            "year": str(rng.randint(1450, 1990)), "founder": f"{_name(rng, 2)} {_name(rng, 3)}",
-            "product": rng.choice(nouns())}
-
-
-def _entity_doc(e: dict[str, str]) -> str:
-    return (f"The {e['name']} is an institution in the city of {e['city']}. It was established in "
-            f"{e['year']} by {e['founder']}. Today the {e['name']} is best known for its {e['product']}, "
-            f"which visitors from far away come to see.")
-
-
-def _person_doc(person: str, city: str, year: str, rng: random.Random) -> str:
-    return (f"{person} was born in {city} in {year}. {person.split()[0]} studied {rng.choice(nouns())} "
-            f"and later worked as a {rng.choice(nouns())} merchant before founding several institutions.")
-
-
-# the fields of an _entity_doc, read back from the text (training asks about every document of a context)
-ENTITY_DOC = re.compile(r"The ([\w ]+?) is an institution in the city of (\w+)\. It was established in (\d+) by "
-                        r"([\w ]+?)\. Today the [\w ]+? is best known for its ([\w ]+?),")
-
-QA1_QUESTIONS = (("city", "In which city is the {name}?"), ("year", "In what year was the {name} established?"),
-                  ("founder", "Who established the {name}?"), ("product", "What is the {name} best known for?"))
-
-
 def _qa_docs(gold: list[str], n_docs: int, seed: int, distractor: Callable[[], str]) -> str:
     docs = list(gold) + [distractor() for _ in range(max(n_docs - len(gold), 0))]
     random.Random(seed).shuffle(docs)  # RULER: fixed permutation, so the gold slot depends on n_docs only
@@ -259,20 +224,20 @@ def _qa_docs(gold: list[str], n_docs: int, seed: int, distractor: Callable[[], s
 
 
 def _qa_1(n: int, rng: random.Random, state: TaskState) -> tuple[str, list[str]]:
-    gold = _entity(rng)
+    gold = entity(rng)
     field_name, question = rng.choice(QA1_QUESTIONS)
-    context = _qa_docs([_entity_doc(gold)], n, state.seed, lambda: _entity_doc(_entity(rng)))
+    context = _qa_docs([entity_doc(gold)], n, state.seed, lambda: entity_doc(entity(rng)))
     return T.fill(T.QA_TEMPLATE + T.QA_PREFIX, context=context, query=question.format(**gold)), [gold[field_name]]
 
 
 def _qa_2(n: int, rng: random.Random, state: TaskState) -> tuple[str, list[str]]:
-    gold = _entity(rng)
-    birth_city = _name(rng, 2)
-    gold_docs = [_entity_doc(gold), _person_doc(gold["founder"], birth_city, str(int(gold["year"]) - 35), rng)]
+    gold = entity(rng)
+    birth_city = invented_name(rng, 2)
+    gold_docs = [entity_doc(gold), person_doc(gold["founder"], birth_city, str(int(gold["year"]) - 35), rng)]
 
     def distractor() -> str:
-        e = _entity(rng)
-        return _entity_doc(e) if rng.random() < 0.5 else _person_doc(e["founder"], _name(rng, 2), e["year"], rng)
+        e = entity(rng)
+        return entity_doc(e) if rng.random() < 0.5 else person_doc(e["founder"], invented_name(rng, 2), e["year"], rng)
 
     context = _qa_docs(gold_docs, n, state.seed, distractor)
     question = f"In which city was the person who established the {gold['name']} born?"

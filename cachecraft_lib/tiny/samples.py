@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..ruler.dataset import fit_haystack
-from ..ruler.tasks import ENTITY_DOC, GENERATORS, QA1_QUESTIONS, TaskState
+from ..ruler.documents import ENTITY_DOC, QA1_QUESTIONS
+from ..ruler.tasks import GENERATORS, TaskState
 from ..ruler.templates import (
     CWE_TEMPLATE,
     NIAH_PREFIX,
