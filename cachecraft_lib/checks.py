@@ -1,5 +1,7 @@
-"""Consistency checks the notebooks show: the RULER scorer against the data (00), FRCPress against FRC
-written as a policy program (02). Each returns a small table (or dict) to display and record."""
+"""Consistency checks the notebooks show: the RULER scorer (00), FRCPress against FRC's policy program (02).
+
+Each returns a small table (or dict) to display and record.
+"""
 
 from __future__ import annotations
 

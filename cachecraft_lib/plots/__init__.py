@@ -1,5 +1,7 @@
-"""Small plotting functions that take an axis (or make a figure) and return it; notebooks compose them and
-save through ``report.savefig``. One module per kind of result; every function is importable from here."""
+"""Small plotting functions that take an axis (or make a figure) and return it, one module per kind of result.
+
+Notebooks compose them and save through ``report.savefig``; every function is importable from here.
+"""
 
 from .inspection import plot_correlation, plot_features, plot_frc_steps, plot_kept_by_layer, shade_span
 from .latency import plot_latency

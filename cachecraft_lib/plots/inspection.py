@@ -1,5 +1,7 @@
-"""Figures of one prefill looked into (notebooks 01, 02): features along the sequence, their correlation,
-kept tokens per layer, FRC step by step."""
+"""Figures of one prefill looked into (notebooks 01, 02).
+
+Features along the sequence, their correlation, kept tokens per layer, FRC step by step.
+"""
 
 from __future__ import annotations
 

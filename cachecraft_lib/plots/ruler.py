@@ -1,5 +1,8 @@
-"""Figures of RULER scores (notebooks 00, 03, 04): prompt tokens per task, RULER against the compression ratio,
-the decomposition and ablation beside the paper's numbers."""
+"""Figures of RULER scores (notebooks 00, 03, 04).
+
+Prompt tokens per task, RULER against the compression ratio, the decomposition and ablation beside the paper's
+numbers.
+"""
 
 from __future__ import annotations
 
