@@ -7,7 +7,10 @@ leaderboard that is recomputed from it cannot drift from it, and an edited ledge
 Scored events (``baseline``, ``submission``) carry in their payload: board, name, author, round, overall with
 ``lo``/``hi`` (95% interval over test units), the terms (accuracy, memory, memory_physical, speed, overhead),
 ``eligible``, ``moved`` (passed the gate against the board's best) and the gain's interval. ``points`` events
-carry (board, name, author, points, rule); ``rejection`` events (board, name, author, kind, message).
+carry (board, name, author, points, rule); ``rejection`` events (board, name, author, kind, message);
+``review`` events (board, name, judge, novelty, effectiveness, soundness, flags, notes: ``judges.record``).
+Each entry shows its latest review's scores and every flag any judge's latest review raised; a flagged
+entry's points are 0 (``points.flagged``), whatever its points events sum to.
 """
 
 from __future__ import annotations
@@ -20,7 +23,9 @@ import pandas as pd
 
 SCORED = ("baseline", "submission")
 COLUMNS = ["board", "rank", "name", "author", "kind", "overall", "lo", "hi", "accuracy", "memory", "memory_physical",
-           "speed", "overhead", "eligible", "moved", "gain", "gain_lo", "gain_hi", "points", "round", "time"]
+           "speed", "overhead", "eligible", "moved", "gain", "gain_lo", "gain_hi", "points", "novelty", "effectiveness",
+           "soundness", "flags", "judge", "round", "time"]
+JUDGED = ("novelty", "effectiveness", "soundness", "judge")
 
 
 def payload(event: dict) -> dict:
@@ -29,8 +34,12 @@ def payload(event: dict) -> dict:
 
 
 def entries(events: Iterable[dict]) -> pd.DataFrame:
-    """Every scored entry (baseline or submission), in ledger order, with its points (summed over events)."""
-    rows, points = [], {}
+    """Every scored entry (baseline or submission), in ledger order, with its points (summed over events, 0 when
+    a judge flagged it) and its latest review."""
+    from .points import flagged
+
+    events = list(events)
+    rows, points, reviews = [], {}, {}
     for event in events:
         kind, data = event.get("kind"), payload(event)
         if kind in SCORED:
@@ -38,8 +47,25 @@ def entries(events: Iterable[dict]) -> pd.DataFrame:
         elif kind == "points":
             key = (data.get("board"), data.get("name"))
             points[key] = points.get(key, 0.0) + float(data.get("points", 0.0))
+        elif kind == "review":
+            reviews[(data.get("board"), data.get("name"))] = data
+    flags = flagged(events)
     table = pd.DataFrame(rows, columns=COLUMNS)
-    table["points"] = [points.get((b, n), 0.0) for b, n in zip(table.board, table.name, strict=True)]
+    keys = list(zip(table.board, table.name, strict=True))
+    table["points"] = [0.0 if k in flags else points.get(k, 0.0) for k in keys]
+    for column in JUDGED:
+        table[column] = [reviews.get(k, {}).get(column) for k in keys]
+    table["flags"] = [", ".join(flags.get(k, ())) for k in keys]
+    return table
+
+
+def reviews(events: Iterable[dict]) -> pd.DataFrame:
+    """Every review in the ledger, in order: the judge's scores, flags and the effect on the entry's points."""
+    cols = ["board", "name", "author", "judge", "novelty", "effectiveness", "soundness", "flags", "points_before",
+            "points_after"]
+    rows = [{c: payload(e).get(c) for c in cols} | {"time": e.get("time")} for e in events if e.get("kind") == "review"]
+    table = pd.DataFrame(rows, columns=[*cols, "time"])
+    table["flags"] = [", ".join(f or ()) for f in table.flags]
     return table
 
 
@@ -81,7 +107,8 @@ def write(events: Iterable[dict], out_dir: str | Path | None = None, label: str 
 
 
 def plot_leaderboard(board: pd.DataFrame) -> plt.Figure:
-    """One panel per board: overall with its interval, baselines grey, submissions coloured, ineligible hatched."""
+    """One panel per board: overall with its interval, baselines grey, submissions coloured; ineligible and
+    flagged entries marked."""
     boards = list(dict.fromkeys(board.board)) or ["(empty)"]
     fig, axes = plt.subplots(1, len(boards), figsize=(4.2 * len(boards), 0.35 * max(4, len(board)) + 1.2),
                              squeeze=False)
@@ -95,6 +122,8 @@ def plot_leaderboard(board: pd.DataFrame) -> plt.Figure:
                 ax.plot([r.lo, r.hi], [i, i], color="black", lw=1)
             if not r.eligible:
                 ax.text(r.overall, i, "  not eligible", va="center", fontsize=7, color="#555555")
+            if isinstance(r.get("flags"), str) and r.flags:
+                ax.text(0, i, f" flagged: {r.flags}", va="center", fontsize=7, color="white")
         ax.set_yticks(list(y), list(rows.name))
         ax.set_title(f"board {name}")
         ax.set_xlabel("overall score (95% interval)")

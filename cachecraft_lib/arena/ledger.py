@@ -6,7 +6,8 @@ for the first). Editing a line breaks its hash, deleting or reordering lines bre
 ``events()`` raises ``LedgerTampered`` naming the first bad line. Cutting lines off the end leaves a valid
 chain, so each append also writes the head (count and last hash) beside the ledger (``<path>.head``); publish
 that head (e.g. in the leaderboard) to make truncation detectable by anyone. Leaderboards are derived from
-the events, never stored separately.
+the events, never stored separately. A ``review`` event (``judges.record``) carries a judge's scores and
+flags for an entry and the effect on its points; the points rules read flags from there.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 GENESIS = "0" * 64
-KINDS = ("round", "baseline", "submission", "rejection", "points")
-RULES_VERSION = "arena-1"
+KINDS = ("round", "baseline", "submission", "rejection", "points", "review")
+# arena-2: ``review`` events (a judge's scores and flags); a flagged entry's points are zero (points.py)
+RULES_VERSION = "arena-2"
 RATE_LIMIT, RATE_WINDOW = 5, timedelta(hours=24)  # the post: 5 official submissions per author per 24 hours
 COUNTED = ("submission", "rejection")
 

@@ -14,6 +14,12 @@ author's total on a board, from the board's standing (the ledger's baseline and 
   methods earns something, a better version of one's own method earns its improvement, and moving the
   frontier stays the best thing to do. Resubmitting a method earns nothing (same credit, no move).
 
+A judge's flag (a ``review`` event in the ledger, ``judges``) zeroes an entry's points under both rules: a flagged
+entry earns nothing, and its credit does not count as its author's best (their next honest entry earns in
+full). The post also took 20 points off; we do not: zeroing removes anything gained by gaming, while a
+penalty on top would punish a judge's false positive (LLM judges vary between runs) beyond the entry itself.
+``flagged(events)`` reads the flags; ``with_flags(state, events)`` adds them to a board's state for ``award``.
+
 The lower bound of the gain over the bar is the gate's paired lower bound against the best before
 (``gain_lo``) plus that best's lead over the bar (a point estimate; the bar's own entry has lead 0).
 """
@@ -84,11 +90,49 @@ def _rule(rule: Rule | str) -> Rule:
     return RULES[rule]
 
 
+def flagged(events: list[dict]) -> dict[tuple[str, str], tuple[str, ...]]:
+    """(board, name) -> the flags of its reviews: each judge's latest review counts, any judge's flag stands."""
+    latest: dict[tuple[str, str, str], tuple[str, ...]] = {}
+    for event in events:
+        if event.get("kind") == "review":
+            data = event.get("payload", event)
+            latest[(data.get("board"), data.get("name"), data.get("judge", ""))] = tuple(data.get("flags") or ())
+    out: dict[tuple[str, str], tuple[str, ...]] = {}
+    for (board, name, _), flags in latest.items():
+        out[(board, name)] = tuple(dict.fromkeys(out.get((board, name), ()) + flags))
+    return {key: flags for key, flags in out.items() if flags}
+
+
+def with_flags(state: pd.DataFrame, events: list[dict]) -> pd.DataFrame:
+    """``state`` (a board's scored payloads) with a ``flags`` column from the ledger's reviews."""
+    marks = flagged(events)
+    state = state.copy()
+    if not state.empty:
+        state["flags"] = [list(marks.get((b, n), ())) for b, n in zip(state.board, state.name, strict=True)]
+    return state
+
+
+def _is_flagged(row: dict) -> bool:
+    flags = row.get("flags")
+    return isinstance(flags, list | tuple) and len(flags) > 0
+
+
 def award(rule: Rule | str, board_state: pd.DataFrame, entry: dict, threshold: float = GATE_THRESHOLD) -> float:
-    """Points ``entry`` adds to its author's total on the board (``board_state``: the board's scored payloads)."""
+    """Points ``entry`` adds to its author's total on the board (``board_state``: the board's scored payloads).
+
+    A flagged entry (``entry["flags"]`` or its row's ``flags`` in the state, see ``with_flags``) earns 0, and
+    flagged earlier entries do not count as the author's best.
+    """
     rule = _rule(rule)
     if entry.get("kind", "submission") != "submission":
         return 0.0
+    if _is_flagged(entry):
+        return 0.0
+    if not board_state.empty and "flags" in board_state:
+        clean = [not _is_flagged(r) for r in board_state.to_dict("records")]
+        if not all(ok for ok, name in zip(clean, board_state.name, strict=True) if name == entry["name"]):
+            return 0.0
+        board_state = board_state[clean]
     earlier = board_state[(board_state.get("kind") == "submission") & (board_state.name != entry["name"])] \
         if not board_state.empty else board_state
     mine = earlier[earlier.author == entry.get("author")] if not earlier.empty else earlier

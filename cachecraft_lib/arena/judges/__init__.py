@@ -1,0 +1,30 @@
+"""The arena's judges: ``review(bundle)`` -> novelty 0-5, effectiveness 0-5, soundness 0-3, the post's flags.
+
+Two judges read the same ``Bundle`` (a submission's code, DESCRIPTION.md, metadata, dev report and the earlier
+entries; never the test items):
+
+- ``rules`` (``rules.review_rules``): offline, no network; code similarity, DESCRIPTION sections, claimed
+  numbers against the dev report, effectiveness from the dev report;
+- ``openai`` (``llm.LLMJudge``): any OpenAI-compatible endpoint, two model families, a third call breaking ties.
+
+A flag zeroes the submission's points: ``record.record_review`` writes a ``review`` event into the ledger.
+"""
+
+from __future__ import annotations
+
+from .bundle import Bundle, BundleError, load_bundle
+from .review import FLAGS, Review, ReviewError
+from .rules import review_rules
+
+__all__ = ["FLAGS", "Bundle", "BundleError", "Review", "ReviewError", "load_bundle", "review", "review_rules"]
+
+
+def review(bundle: Bundle, judge: str = "rules", **options) -> Review:
+    """Review ``bundle`` with the rule judge (``judge="rules"``) or an LLM judge (``"openai"``, see ``llm``)."""
+    if judge == "rules":
+        return review_rules(bundle)
+    if judge == "openai":
+        from .llm import LLMJudge
+
+        return LLMJudge(**options).review(bundle)
+    raise ValueError(f"unknown judge {judge!r}; judges: rules, openai")

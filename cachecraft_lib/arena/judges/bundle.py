@@ -1,0 +1,181 @@
+"""What a judge reads: a submission's files, its dev report and the earlier entries; never the test items.
+
+A ``Bundle`` holds ``method.py``, ``DESCRIPTION.md`` and ``metadata.yaml`` as text (read, never run), the dev
+report as JSON (``dev_report_json`` turns ``Arena.dev``'s result into it; ``cachecraft arena judge --run-dev``
+writes it beside the submission as ``dev_report.json``), and the earlier entries: the shipped submissions
+(``arena/submissions/*``), folders passed in, and the ledger's submission events (name, author, code hash),
+matched to their code by hash where a folder has it. Nothing under the arena's ``private/`` folder (per-item
+test values) is ever read: a judge sees what a submitter sees, plus the other entries.
+
+``metadata.yaml`` may say which model family wrote the submission (``written_by: claude``), so the LLM judge
+can break a tie with the other family, as the post's judges did.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..submission import DESCRIPTION_FILE, METADATA_FILE, METHOD_FILE
+
+DEV_REPORT_FILE = "dev_report.json"
+SHIPPED = Path(__file__).resolve().parents[1] / "submissions"
+TERMS = ("overall", "lo", "hi", "accuracy", "memory", "memory_physical", "speed", "overhead")
+
+
+class BundleError(ValueError):
+    """The bundle cannot be built (a missing folder or file, an unreadable dev report); says what to do."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """An earlier arena entry: its code when a folder with it is known (``code`` is None otherwise)."""
+
+    name: str
+    author: str
+    code_sha256: str
+    code: str | None = None
+    description: str = ""
+    folder: Path | None = None
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """One submission as a judge sees it (see the module doc)."""
+
+    folder: Path
+    code: str
+    description: str
+    metadata: dict[str, Any]
+    dev_report: dict[str, Any] | None = None
+    earlier: tuple[Entry, ...] = field(default=())
+
+    @property
+    def name(self) -> str:
+        return str(self.metadata.get("name") or self.folder.name)
+
+    @property
+    def author(self) -> str:
+        return str(self.metadata.get("author") or "unknown")
+
+    @property
+    def written_by(self) -> str | None:
+        """The model family that wrote the submission, when the metadata says (``written_by`` or ``model``)."""
+        value = self.metadata.get("written_by") or self.metadata.get("model_family")
+        return str(value).strip().lower() if value else None
+
+    @property
+    def code_sha256(self) -> str:
+        return hashlib.sha256(self.code.encode("utf-8")).hexdigest()
+
+    def as_prompt(self) -> dict[str, Any]:
+        """The bundle as the JSON an LLM judge reads (earlier entries without code are listed by name)."""
+        return {"submission": {"name": self.name, "author": self.author, "metadata": self.metadata,
+                               "method.py": self.code, "DESCRIPTION.md": self.description},
+                "dev_report": self.dev_report,
+                "earlier_entries": [{"name": e.name, "author": e.author, "method.py": e.code,
+                                     "DESCRIPTION.md": e.description} for e in self.earlier]}
+
+
+def _read(folder: Path, name: str) -> str:
+    path = folder / name
+    if not path.is_file():
+        raise BundleError(f"{folder} has no {name}: a submission folder holds {METHOD_FILE}, {DESCRIPTION_FILE} "
+                          f"and {METADATA_FILE} (see cachecraft_lib/arena/submissions/frc/)")
+    return path.read_text(encoding="utf-8")
+
+
+def load_bundle(folder: str | Path, dev_report: str | Path | dict | None = None,
+                earlier: tuple[str | Path, ...] | list = (), events: list[dict] | None = None,
+                shipped: bool = True) -> Bundle:
+    """The bundle of the submission in ``folder``.
+
+    ``dev_report``: a dict, a JSON file, or None for ``<folder>/dev_report.json`` when present. ``earlier``:
+    folders of earlier entries; ``events``: the ledger's events (their submissions join the earlier entries);
+    ``shipped``: include ``arena/submissions/*``. The submission itself is never its own earlier entry.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise BundleError(f"{folder} is not a folder; pass a submission folder")
+    code, description = _read(folder, METHOD_FILE), _read(folder, DESCRIPTION_FILE)
+    try:
+        metadata = yaml.safe_load(_read(folder, METADATA_FILE)) or {}
+    except yaml.YAMLError as err:
+        raise BundleError(f"{folder / METADATA_FILE} is not valid YAML ({err})") from None
+    if not isinstance(metadata, dict):
+        metadata = {"invalid": str(metadata)}
+    report = _dev_report(folder, dev_report)
+    own = hashlib.sha256(code.encode("utf-8")).hexdigest()
+    return Bundle(folder.resolve(), code, description, metadata, report,
+                  _earlier(folder.resolve(), own, list(earlier), events or [], shipped))
+
+
+def _dev_report(folder: Path, given: str | Path | dict | None) -> dict | None:
+    if isinstance(given, dict):
+        return given
+    path = Path(given) if given is not None else folder / DEV_REPORT_FILE
+    if not path.is_file():
+        if given is not None:
+            raise BundleError(f"dev report {path} not found; run `cachecraft arena judge {folder} --board B "
+                              "--run-dev` to write one")
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise BundleError(f"dev report {path} is not valid JSON ({err}); write it again with --run-dev") from None
+
+
+def _entry_from(folder: Path) -> Entry | None:
+    try:
+        code = (folder / METHOD_FILE).read_text(encoding="utf-8")
+        meta = yaml.safe_load((folder / METADATA_FILE).read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError):
+        return None
+    desc_path = folder / DESCRIPTION_FILE
+    return Entry(str(meta.get("name") or folder.name), str(meta.get("author") or "unknown"),
+                 hashlib.sha256(code.encode("utf-8")).hexdigest(), code,
+                 desc_path.read_text(encoding="utf-8") if desc_path.is_file() else "", folder.resolve())
+
+
+def _earlier(own_folder: Path, own_sha: str, folders: list, events: list[dict], shipped: bool) -> tuple[Entry, ...]:
+    candidates = [Path(f) for f in folders]
+    if shipped and SHIPPED.is_dir():
+        candidates += sorted(p for p in SHIPPED.iterdir() if p.is_dir())
+    found = [e for e in (_entry_from(p) for p in candidates if p.resolve() != own_folder) if e is not None]
+    by_sha = {e.code_sha256: e for e in found}
+    out = {e.code_sha256: e for e in found if e.code_sha256 != own_sha}
+    for event in events:
+        data = event.get("payload", event)
+        sha = data.get("code_sha256")
+        if event.get("kind") != "submission" or not sha or sha == own_sha or sha in out:
+            continue
+        known = by_sha.get(sha)
+        out[sha] = known or Entry(str(data.get("name")), str(data.get("author")), sha)
+    return tuple(out.values())
+
+
+def dev_report_json(report: dict[str, Any], method: str) -> dict[str, Any]:
+    """``Arena.dev``'s result (DataFrames, an interval) as plain JSON for ``method``'s bundle."""
+    scores = report["scores"]
+    if method not in scores.index:
+        raise BundleError(f"the dev report has no row for {method!r}; its methods: {', '.join(scores.index)}")
+    gain = report.get("gain")
+    return {"board": report["board"], "split": "dev", "method": method, "best_baseline": report["best_baseline"],
+            "scores": {str(m): {t: round(float(row[t]), 6) for t in TERMS if t in row}
+                       for m, row in scores.iterrows()},
+            "gain": None if gain is None else {"over": report["best_baseline"], "point": float(gain.point),
+                                               "lo": float(gain.lo), "hi": float(gain.hi)},
+            "eligible": bool(report.get("eligible")), "eligibility": str(report.get("eligibility", "")),
+            "excluded_tasks": list(report.get("excluded_tasks") or [])}
+
+
+def save_dev_report(report: dict[str, Any], method: str, folder: str | Path) -> Path:
+    """Write ``dev_report_json(report, method)`` as ``<folder>/dev_report.json``."""
+    path = Path(folder) / DEV_REPORT_FILE
+    path.write_text(json.dumps(dev_report_json(report, method), indent=2) + "\n", encoding="utf-8")
+    return path
