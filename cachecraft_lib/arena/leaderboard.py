@@ -65,7 +65,7 @@ def reviews(events: Iterable[dict]) -> pd.DataFrame:
             "points_after"]
     rows = [{c: payload(e).get(c) for c in cols} | {"time": e.get("time")} for e in events if e.get("kind") == "review"]
     table = pd.DataFrame(rows, columns=[*cols, "time"])
-    table["flags"] = [", ".join(f or ()) for f in table.flags]
+    table["flags"] = [", ".join(f or ()) for f in table["flags"]]
     return table
 
 
@@ -122,8 +122,8 @@ def plot_leaderboard(board: pd.DataFrame) -> plt.Figure:
                 ax.plot([r.lo, r.hi], [i, i], color="black", lw=1)
             if not r.eligible:
                 ax.text(r.overall, i, "  not eligible", va="center", fontsize=7, color="#555555")
-            if isinstance(r.get("flags"), str) and r.flags:
-                ax.text(0, i, f" flagged: {r.flags}", va="center", fontsize=7, color="white")
+            if isinstance(r.get("flags"), str) and r["flags"]:
+                ax.text(0, i, f" flagged: {r['flags']}", va="center", fontsize=7, color="white")
         ax.set_yticks(list(y), list(rows.name))
         ax.set_title(f"board {name}")
         ax.set_xlabel("overall score (95% interval)")

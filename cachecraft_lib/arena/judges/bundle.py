@@ -4,7 +4,8 @@ A ``Bundle`` holds ``method.py``, ``DESCRIPTION.md`` and ``metadata.yaml`` as te
 report as JSON (``dev_report_json`` turns ``Arena.dev``'s result into it; ``cachecraft arena judge --run-dev``
 writes it beside the submission as ``dev_report.json``), and the earlier entries: the shipped submissions
 (``arena/submissions/*``), folders passed in, and the ledger's submission events (name, author, code hash),
-matched to their code by hash where a folder has it. Nothing under the arena's ``private/`` folder (per-item
+matched to their code by hash where a folder has it; the submission itself (its folder, or its name and
+author in the ledger) is never its own earlier entry. Nothing under the arena's ``private/`` folder (per-item
 test values) is ever read: a judge sees what a submitter sees, plus the other entries.
 
 ``metadata.yaml`` may say which model family wrote the submission (``written_by: claude``), so the LLM judge
@@ -110,7 +111,7 @@ def load_bundle(folder: str | Path, dev_report: str | Path | dict | None = None,
     if not isinstance(metadata, dict):
         metadata = {"invalid": str(metadata)}
     report = _dev_report(folder, dev_report)
-    own = hashlib.sha256(code.encode("utf-8")).hexdigest()
+    own = (str(metadata.get("name") or folder.name), str(metadata.get("author") or "unknown"))
     return Bundle(folder.resolve(), code, description, metadata, report,
                   _earlier(folder.resolve(), own, list(earlier), events or [], shipped))
 
@@ -142,20 +143,25 @@ def _entry_from(folder: Path) -> Entry | None:
                  desc_path.read_text(encoding="utf-8") if desc_path.is_file() else "", folder.resolve())
 
 
-def _earlier(own_folder: Path, own_sha: str, folders: list, events: list[dict], shipped: bool) -> tuple[Entry, ...]:
+def _earlier(own_folder: Path, own: tuple[str, str], folders: list, events: list[dict],
+             shipped: bool) -> tuple[Entry, ...]:
+    """Earlier entries: other folders (the same code in another folder is another entry: a copy to catch), and
+    the ledger's submissions other than this one (same name and author), matched to a folder's code by hash."""
     candidates = [Path(f) for f in folders]
     if shipped and SHIPPED.is_dir():
         candidates += sorted(p for p in SHIPPED.iterdir() if p.is_dir())
     found = [e for e in (_entry_from(p) for p in candidates if p.resolve() != own_folder) if e is not None]
+    out = {(e.name, e.author): e for e in found if (e.name, e.author) != own}
     by_sha = {e.code_sha256: e for e in found}
-    out = {e.code_sha256: e for e in found if e.code_sha256 != own_sha}
     for event in events:
         data = event.get("payload", event)
-        sha = data.get("code_sha256")
-        if event.get("kind") != "submission" or not sha or sha == own_sha or sha in out:
+        key = (str(data.get("name")), str(data.get("author")))
+        if event.get("kind") != "submission" or key == own or key in out:
             continue
+        sha = str(data.get("code_sha256") or "")
         known = by_sha.get(sha)
-        out[sha] = known or Entry(str(data.get("name")), str(data.get("author")), sha)
+        out[key] = Entry(*key, sha, known.code if known else None, known.description if known else "",
+                         known.folder if known else None)
     return tuple(out.values())
 
 
@@ -174,8 +180,9 @@ def dev_report_json(report: dict[str, Any], method: str) -> dict[str, Any]:
             "excluded_tasks": list(report.get("excluded_tasks") or [])}
 
 
-def save_dev_report(report: dict[str, Any], method: str, folder: str | Path) -> Path:
-    """Write ``dev_report_json(report, method)`` as ``<folder>/dev_report.json``."""
-    path = Path(folder) / DEV_REPORT_FILE
+def save_dev_report(report: dict[str, Any], method: str, path: str | Path) -> Path:
+    """Write ``dev_report_json(report, method)`` to ``path`` (a file; its folder is created)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(dev_report_json(report, method), indent=2) + "\n", encoding="utf-8")
     return path

@@ -4,7 +4,7 @@ A claim is a score word (``overall``, ``accuracy``, ``memory``, ``speed``, ``ove
 a few words by a number, in a sentence of the Evidence section that does not cite another source (``paper``,
 ``published``, ``et al``, a link, ``test``): those sentences speak of the arena's dev run, which the dev report
 records. ``0.512``, ``+0.02`` and ``51.2%`` are numbers. A claim matches when some method's value of that term
-in the dev report (the method the sentence names, if it names one) is within the claim's rounding:
+in the dev report (of the methods the sentence names, if it names any) is within the claim's rounding:
 ``max(TOLERANCE, half a unit of its last digit)`` (``0.5`` stands for 0.45-0.55, ``0.512`` for 0.507-0.517).
 A claim that matches no value is a fabricated number.
 """
@@ -66,21 +66,19 @@ def _number(text: str) -> tuple[float, float]:
     return float(digits) * scale, max(TOLERANCE, 0.5 * 10 ** -decimals * scale)
 
 
-def _measured(report: dict, term: str, method: str | None) -> tuple[float, ...]:
+def _measured(report: dict, term: str, methods: list[str]) -> tuple[float, ...]:
     if term == "gain":
         gain = report.get("gain") or {}
         return tuple(float(gain[k]) for k in ("point", "lo", "hi") if gain.get(k) is not None)
     rows = report.get("scores", {})
-    chosen = {method: rows[method]} if method in rows else rows
-    return tuple(float(r[term]) for r in chosen.values() if r.get(term) is not None)
+    chosen = [rows[m] for m in methods] if methods else list(rows.values())
+    return tuple(float(r[term]) for r in chosen if r.get(term) is not None)
 
 
-def _named_method(sentence: str, report: dict) -> str | None:
-    names = sorted(report.get("scores", {}), key=len, reverse=True)
-    for name in names:
-        if re.search(rf"(?<![\w-]){re.escape(name).replace('_', '[_ -]?')}(?![\w-])", sentence, re.I):
-            return name
-    return None
+def _named_methods(sentence: str, report: dict) -> list[str]:
+    """The dev report's methods the sentence names (``streaming_llm`` also as "streaming llm")."""
+    return [name for name in report.get("scores", {})
+            if re.search(rf"(?<![\w-]){re.escape(name).replace('_', '[_ -]?')}(?![\w-])", sentence, re.I)]
 
 
 def check_claims(description: str, report: dict) -> list[Claim]:
@@ -90,11 +88,11 @@ def check_claims(description: str, report: dict) -> list[Claim]:
     for sentence in re.split(r"(?<=[.;!?])\s+(?=[A-Z(])|\n", evidence):
         if OTHER_SOURCE.search(sentence):
             continue
-        method = _named_method(sentence, report)
+        methods = _named_methods(sentence, report)
         for match in CLAIM.finditer(sentence):
             term = TERM_WORDS[match.group(1).lower()]
             value, tol = _number(match.group(2))
-            measured = _measured(report, term, method)
+            measured = _measured(report, term, methods)
             hit = any(abs(value - m) <= tol + 1e-12 for m in measured)
-            claims.append(Claim(sentence.strip(), term, value, tol, method, hit, measured))
+            claims.append(Claim(sentence.strip(), term, value, tol, ", ".join(methods) or None, hit, measured))
     return claims

@@ -1,0 +1,210 @@
+"""The offline rule judge and the ledger effect of a review: copies are caught whatever their names, the shipped
+FRC entry is not a copy, false numbers are caught and true ones pass, a flag zeroes points in a valid chain."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from cachecraft_lib.arena import leaderboard, points
+from cachecraft_lib.arena.judges import load_bundle, review
+from cachecraft_lib.arena.judges.record import record_review
+from cachecraft_lib.arena.judges.similarity import normalise, similarity
+from cachecraft_lib.arena.ledger import Ledger
+
+ASSETS = Path(__file__).parent / "assets" / "judges"
+FRC = Path(__file__).parents[1] / "cachecraft_lib" / "arena" / "submissions" / "frc"
+KNORM_RENAMED = '''import numpy as np
+
+
+class Method:
+    def score(self, block):
+        return -np.linalg.norm(block.keys, axis=-1)
+'''
+EVIDENCE = ("## Evidence\nOn board A's dev items FRC reaches overall {overall} (accuracy 0.701), a gain of +0.034 "
+            "over snapkv.\n")
+
+
+def _folder(tmp_path: Path, src: Path, name: str, **replace: str) -> Path:
+    """A copy of a submission folder with parts of its files replaced (file name -> (old, new))."""
+    out = tmp_path / name
+    shutil.copytree(src, out)
+    for file, (old, new) in replace.items():
+        path = out / file.replace("_", ".", 1) if "_" in file else out / file
+        text = path.read_text()
+        assert old in text, f"{old!r} not in {path}"
+        path.write_text(text.replace(old, new))
+    return out
+
+
+def _with_evidence(tmp_path: Path, overall: str) -> Path:
+    out = tmp_path / f"frc_{overall.replace('.', '_')}"
+    shutil.copytree(FRC, out)
+    desc = (out / "DESCRIPTION.md").read_text()
+    desc = re.sub(r"## Evidence\n.*?\n\n", EVIDENCE.format(overall=overall) + "\n", desc, flags=re.S)
+    (out / "DESCRIPTION.md").write_text(desc)
+    shutil.copy(ASSETS / "frc_dev_report.json", out / "dev_report.json")
+    return out
+
+
+def test_similarity_survives_renaming_and_ignores_comments():
+    a = "def f(x, y):\n    # add\n    return np.linalg.norm(x @ y.T, axis=-1)\n"
+    b = "def g(left, right):\n    '''doc'''\n    return torch.linalg.vector_norm(torch.matmul(left, right.T), dim=-1)\n"
+    assert normalise("def f(x):\n    return x.mean(axis=1)\n") == normalise("def h(z):\n    return z.mean(axis=2)\n")
+    assert similarity(a, a.replace("x", "q").replace("y", "k")) == 1.0
+    assert 0.5 < similarity(a, b) < 1.0  # numpy and torch spellings of one computation read alike
+    assert similarity(a, "def f(x):\n    for i in range(3):\n        x = x + i\n    return x\n") < 0.5
+
+
+def test_a_renamed_snapkv_is_a_copy_flagged_as_undisclosed_prior_art():
+    result = review(load_bundle(ASSETS / "renamed_snapkv"))
+    assert result.novelty == 0
+    assert "UNDISCLOSED_PRIOR_ART" in result.flags and "MISSTATED_METHOD" not in result.flags
+    assert result.details["closest"][0]["method"] == "SnapKV"
+    assert any("copy of" in n and "never names it" in n for n in result.notes)
+    assert any("not assessed offline" in n for n in result.notes)
+
+
+def test_a_renamed_knorm_is_a_copy_and_naming_the_source_clears_the_flag(tmp_path):
+    folder = _folder(tmp_path, ASSETS / "renamed_snapkv", "knorm_renamed")
+    (folder / "method.py").write_text(KNORM_RENAMED)
+    flagged = review(load_bundle(folder))
+    assert flagged.novelty == 0 and flagged.flags == ("UNDISCLOSED_PRIOR_ART",)
+    assert flagged.details["closest"][0]["method"] == "K-norm"
+    desc = folder / "DESCRIPTION.md"
+    desc.write_text(desc.read_text().replace("Nothing beyond the arena's method interface.",
+                                             "KVPress's KnormPress (K-norm, Devoto et al., 2024), ported to numpy."))
+    honest = review(load_bundle(folder))
+    assert honest.novelty == 0 and honest.flags == ()
+
+
+def test_a_copy_of_another_authors_entry_lacks_attribution(tmp_path):
+    mine = _folder(tmp_path, FRC, "frc_copy", **{"metadata_yaml": ("author: cachecraft", "author: agent7"),
+                                                  "DESCRIPTION.md": ("FRC was found", "It was found")})
+    desc = mine / "DESCRIPTION.md"
+    desc.write_text(re.sub(r"(?i)\bfrc\b|cachecraft", "the method", desc.read_text()))
+    result = review(load_bundle(mine))
+    assert result.novelty == 0 and "MISSING_ATTRIBUTION" in result.flags
+    assert result.details["closest"][0]["reference"] == "entry frc"
+
+
+def test_the_shipped_frc_submission_is_not_a_copy():
+    result = review(load_bundle(FRC))
+    assert not result.flags
+    assert result.novelty >= 1
+    assert result.details["closest"][0]["similarity"] < 0.7
+    assert result.effectiveness == 0 and any("no dev report" in n for n in result.notes)
+
+
+def test_a_false_number_is_fabricated_evidence_and_a_true_one_is_not(tmp_path):
+    true = review(load_bundle(_with_evidence(tmp_path, "0.612")))
+    assert "FABRICATED_EVIDENCE" not in true.flags and not true.flags
+    assert [c["matched"] for c in true.details["claims"]] == [True, True, True]
+    assert true.soundness == 3
+    assert true.effectiveness == 5  # accuracy 0.701 / 0.66 and the gain's interval above 0
+    rounded = review(load_bundle(_with_evidence(tmp_path, "0.61")))  # within its rounding
+    assert not rounded.flags
+    false = review(load_bundle(_with_evidence(tmp_path, "0.712")))
+    assert false.flags == ("FABRICATED_EVIDENCE",) and false.soundness == 0
+    assert any("claims overall 0.712" in n and "0.612" in n for n in false.notes)
+
+
+def test_a_forbidden_import_is_a_rule_violation(tmp_path):
+    folder = _folder(tmp_path, FRC, "frc_os", **{"method.py": ("import math\n", "import math\nimport os\n")})
+    result = review(load_bundle(folder))
+    assert "RULE_VIOLATION" in result.flags and any("os" in n for n in result.notes)
+
+
+def test_the_bundle_never_holds_test_items(tmp_path):
+    root = tmp_path / "arena"
+    (root / "private" / "round1" / "A").mkdir(parents=True)
+    (root / "private" / "round1" / "A" / "frc.parquet").write_text("secret")
+    bundle = load_bundle(FRC, events=[])
+    text = json.dumps(bundle.as_prompt(), default=str)
+    assert "secret" not in text and "private" not in text
+    assert all(e.folder != bundle.folder for e in bundle.earlier)  # never its own earlier entry
+
+
+# ----------------------------------------------------------------------------------------------- ledger
+def _scored_ledger(tmp_path: Path) -> Ledger:
+    ledger = Ledger(tmp_path / "ledger.jsonl")
+    base = {"board": "A", "round": 1, "kind": "baseline", "author": "baseline", "eligible": True, "moved": True}
+    ledger.append("baseline", {**base, "name": "snapkv", "overall": 0.50})
+    sub = {"board": "A", "round": 1, "kind": "submission", "author": "agent9", "eligible": True, "moved": True,
+           "best_before": "snapkv", "gain": 0.05, "gain_lo": 0.02}
+    ledger.append("submission", {**sub, "name": "echo-salience", "overall": 0.55, "code_sha256": "x"})
+    ledger.append("points", {"board": "A", "name": "echo-salience", "author": "agent9", "points": 5.0,
+                             "rule": "frozen_bar", "round": 1})
+    return ledger
+
+
+def test_a_recorded_flag_zeroes_points_and_the_chain_verifies(tmp_path):
+    ledger = _scored_ledger(tmp_path)
+    bundle = load_bundle(ASSETS / "renamed_snapkv")
+    event = record_review(ledger, review(bundle), bundle, "A")
+    assert event["kind"] == "review" and event["payload"]["points_before"] == 5.0
+    assert event["payload"]["points_after"] == 0.0
+    events = ledger.events()  # verifies the hash chain, head included
+    assert [e["kind"] for e in events][-1] == "review" and events[-1]["prev"] == events[-2]["hash"]
+    board = leaderboard.leaderboard(events, "A").set_index("name")
+    assert board.loc["echo-salience", "points"] == 0.0
+    assert "UNDISCLOSED_PRIOR_ART" in board.loc["echo-salience", "flags"]
+    assert board.loc["echo-salience", "novelty"] == 0
+    assert leaderboard.reviews(events)["flags"].iloc[0] == "UNDISCLOSED_PRIOR_ART"
+    # the flagged entry earns nothing and does not count as its author's best: the next honest one earns in full
+    state = points.with_flags(pd.DataFrame([e["payload"] for e in events if e["kind"] in ("baseline", "submission")]),
+                              events)
+    assert points.award("frozen_bar", state, state.iloc[1].to_dict()) == 0.0
+    honest = {"board": "A", "round": 1, "kind": "submission", "author": "agent9", "name": "v2", "eligible": True,
+              "moved": False, "best_before": "snapkv", "gain": 0.05, "gain_lo": 0.02, "overall": 0.55}
+    state2 = pd.concat([state, pd.DataFrame([{**honest, "flags": []}])], ignore_index=True)
+    assert points.award("frozen_bar", state2, honest) == pytest.approx(5.0)
+    assert points.award("frozen_bar", state2.drop(columns=["flags"]), honest) == 0.0  # without flags: its "best"
+
+
+def test_an_unflagged_review_keeps_the_points(tmp_path):
+    ledger = _scored_ledger(tmp_path)
+    bundle = load_bundle(FRC)
+    event = record_review(ledger, review(bundle), bundle, "A")
+    assert event["payload"]["flags"] == [] and event["payload"]["points_after"] == event["payload"]["points_before"]
+    assert leaderboard.leaderboard(ledger.events(), "A").set_index("name").loc["echo-salience", "points"] == 5.0
+
+
+# ------------------------------------------------------------------------------------------------- CLI
+def _cli(argv: list[str]) -> int:
+    from cachecraft_lib.cli.arena_judge import add_judge_verb
+
+    parser = argparse.ArgumentParser()
+    verbs = parser.add_subparsers(dest="verb", required=True)
+
+    def verb(name, func, help_):  # as cli.arena.register's
+        p = verbs.add_parser(name, help=help_)
+        p.add_argument("--profile", default="cpu")
+        p.add_argument("--root")
+        p.set_defaults(func=func)
+        return p
+
+    add_judge_verb(verb)
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+def test_cli_judges_records_and_refuses_without_a_key(tmp_path, capsys, monkeypatch):
+    root = str(tmp_path / "arena")
+    assert _cli(["judge", str(ASSETS / "renamed_snapkv"), "--root", root, "--record"]) == 0
+    out = capsys.readouterr()
+    assert "novelty 0/5" in out.out and "UNDISCLOSED_PRIOR_ART" in out.out and "points 0 -> 0" in out.err
+    assert Ledger(Path(root) / "ledger.jsonl").events()[-1]["kind"] == "review"
+    for var in ("CACHECRAFT_JUDGE_API_KEY", "OPENAI_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    code = _cli(["judge", str(FRC), "--root", root, "--judge", "openai", "--llm-model", "gpt-4o-mini",
+                 "--llm-model", "claude-3-5-haiku"])
+    assert code == 2 and "no API key: set CACHECRAFT_JUDGE_API_KEY" in capsys.readouterr().err
+    assert _cli(["judge", str(tmp_path / "nowhere"), "--root", root]) == 2
+    assert "not a submission folder" in capsys.readouterr().err
