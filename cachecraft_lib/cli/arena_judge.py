@@ -94,7 +94,7 @@ def _judge(args: argparse.Namespace) -> int:
         from ..arena.submission import load_submission
 
         sub = load_submission(folder)
-        save_dev_report(arena.dev(board, submission_contender(sub)), sub.name, stored)
+        save_dev_report(arena.dev(board, submission_contender(sub)), sub.name, stored, arena.boards[board].label)
     report = args.dev_report
     if report is None and not (folder / "dev_report.json").is_file() and stored.is_file():
         report = stored  # the one --run-dev wrote earlier
@@ -113,6 +113,8 @@ def _judge(args: argparse.Namespace) -> int:
               f"{', '.join(result.flags) or 'none'}")
         for note in result.notes:
             print(f"  - {note}")
+        if bundle.dev_report and bundle.dev_report.get("label"):
+            print(f"  (dev report: {bundle.dev_report['label']})")
     if args.record:
         from ..arena.judges.record import record_review
 

@@ -165,13 +165,15 @@ def _earlier(own_folder: Path, own: tuple[str, str], folders: list, events: list
     return tuple(out.values())
 
 
-def dev_report_json(report: dict[str, Any], method: str) -> dict[str, Any]:
-    """``Arena.dev``'s result (DataFrames, an interval) as plain JSON for ``method``'s bundle."""
+def dev_report_json(report: dict[str, Any], method: str, label: str = "") -> dict[str, Any]:
+    """``Arena.dev``'s result (DataFrames, an interval) as plain JSON for ``method``'s bundle; ``label`` says
+    which model measured it (the board's label: the embedded stand-in's results say so)."""
     scores = report["scores"]
     if method not in scores.index:
         raise BundleError(f"the dev report has no row for {method!r}; its methods: {', '.join(scores.index)}")
     gain = report.get("gain")
-    return {"board": report["board"], "split": "dev", "method": method, "best_baseline": report["best_baseline"],
+    return {"board": report["board"], "split": "dev", "label": label, "method": method,
+            "best_baseline": report["best_baseline"],
             "scores": {str(m): {t: round(float(row[t]), 6) for t in TERMS if t in row}
                        for m, row in scores.iterrows()},
             "gain": None if gain is None else {"over": report["best_baseline"], "point": float(gain.point),
@@ -180,9 +182,9 @@ def dev_report_json(report: dict[str, Any], method: str) -> dict[str, Any]:
             "excluded_tasks": list(report.get("excluded_tasks") or [])}
 
 
-def save_dev_report(report: dict[str, Any], method: str, path: str | Path) -> Path:
-    """Write ``dev_report_json(report, method)`` to ``path`` (a file; its folder is created)."""
+def save_dev_report(report: dict[str, Any], method: str, path: str | Path, label: str = "") -> Path:
+    """Write ``dev_report_json(report, method, label)`` to ``path`` (a file; its folder is created)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(dev_report_json(report, method), indent=2) + "\n", encoding="utf-8")
+    path.write_text(json.dumps(dev_report_json(report, method, label), indent=2) + "\n", encoding="utf-8")
     return path

@@ -4,7 +4,8 @@ Why: a submission may import only numpy, so a copied baseline arrives as a numpy
 Token similarity to KVPress's torch source catches part of that (``similarity`` maps numpy and torch
 operations to the same words), a port written against the arena's ``Layer`` is caught best by a reference
 written against it too. Each function follows its KVPress press (named in its docstring) on the arena's
-inputs (``method_api.Layer``: keys (H_kv, L, D), window queries (H_q, W, D), after RoPE).
+inputs (``method_api.Layer``: keys (H_kv, L, D), window queries (H_q, W, D), after RoPE); SnapKV, TOVA,
+K-norm and StreamingLLM keep exactly what their presses keep (``tests/test_arena_judges_forms.py``).
 The rule judge reads their source (``inspect``); they are never run on submissions' behalf.
 """
 
@@ -63,13 +64,15 @@ def streaming_llm(layer, n_sink: int = 4) -> np.ndarray:
 
 
 def random_scores(layer, seed: int = 0) -> np.ndarray:
-    """RandomPress: uniform random scores from a seeded generator."""
+    """RandomPress's idea: uniform random scores from a seeded generator (not its torch random stream)."""
     rng = np.random.default_rng(seed)
     return rng.random(layer.keys.shape[:2])
 
 
 def h2o(layer, recent_fraction: float = 0.5) -> np.ndarray:
-    """H2O (the suite's ``H2OPress``): attention received, summed over queries, mean per KV group; recent kept."""
+    """H2O (Zhang et al., 2023) at prefill: attention received, summed over the window's queries (what the arena
+    shows a method; the suite's ``H2OPress`` sums over all prefill queries), mean per KV group; the newest
+    ``recent_fraction`` of the budget kept."""
     attn = _window_attention(layer.queries, layer.keys)
     received = attn.sum(axis=1)
     received = received.reshape(layer.keys.shape[0], -1, received.shape[-1]).mean(axis=1)
