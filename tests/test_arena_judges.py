@@ -102,6 +102,12 @@ def test_the_shipped_frc_submission_is_not_a_copy():
     assert result.effectiveness == 0 and any("no dev report" in n for n in result.notes)
 
 
+def test_a_one_liner_sharing_a_few_tokens_with_a_baseline_is_not_a_copy():
+    """``keep the first budget tokens`` reads 0.70 like the random form: short code needs 0.9 to be a copy."""
+    result = review(load_bundle(Path(__file__).parent / "assets" / "arena" / "good_keep"))
+    assert not result.flags and result.novelty >= 1
+
+
 def test_a_false_number_is_fabricated_evidence_and_a_true_one_is_not(tmp_path):
     true = review(load_bundle(_with_evidence(tmp_path, "0.612")))
     assert "FABRICATED_EVIDENCE" not in true.flags and not true.flags

@@ -2,8 +2,9 @@
 
 - **Novelty** (0-2; 3-5 need a judge that reads the idea): the closest known code (``references``: KVPress's
   baseline presses via ``inspect``, their numpy forms, this project's presses, earlier entries of other
-  authors) by normalised-token similarity (``similarity``). At least ``COPY`` (or a padded copy: the
-  reference's tokens ``covered`` at least ``COPY_COVERED``) is a copy: novelty 0; at least ``CLOSE``: 1;
+  authors) by normalised-token similarity (``similarity``). At least ``COPY`` (``COPY_SHORT`` when either side
+  has fewer than ``SHORT`` tokens: in a one-liner a few shared tokens move the ratio), or a padded copy (the
+  reference's tokens ``covered`` at least ``COPY_COVERED``), is a copy: novelty 0; at least ``CLOSE``: 1;
   otherwise 2. Distance from known code shows the code is not a copy, not that its idea is new.
 - **Flags for a copy**: a copy of a published method (a baseline) that the DESCRIPTION does not name raises
   ``UNDISCLOSED_PRIOR_ART``, not ``MISSTATED_METHOD``. Why: what the rule judge establishes is that the code
@@ -41,6 +42,7 @@ from .similarity import covered, normalise, similarity
 
 JUDGE_ID = "rules-1"
 COPY, COPY_COVERED, CLOSE = 0.70, 0.95, 0.55
+SHORT, COPY_SHORT = 60, 0.90  # under 60 normalised tokens a few shared tokens move the ratio: ask for 0.9
 MIN_COVERED_TOKENS = 40  # a padded copy must contain a reference of some size, not a one-liner
 NOVELTY_CAP = 2
 MIN_WORDS = 15
@@ -55,10 +57,13 @@ class Match:
     similarity: float
     covered: float
 
+    code_tokens: int = 0
+
     @property
     def copy(self) -> bool:
-        big = len(normalise(self.reference.source)) >= MIN_COVERED_TOKENS
-        return self.similarity >= COPY or (big and self.covered >= COPY_COVERED)
+        ref_tokens = len(normalise(self.reference.source))
+        threshold = COPY_SHORT if min(ref_tokens, self.code_tokens) < SHORT else COPY
+        return self.similarity >= threshold or (ref_tokens >= MIN_COVERED_TOKENS and self.covered >= COPY_COVERED)
 
 
 def closest(bundle: Bundle) -> tuple[list[Match], list[Match]]:
@@ -66,7 +71,8 @@ def closest(bundle: Bundle) -> tuple[list[Match], list[Match]]:
     refs = list(known_code()) + [entry_reference(e.name, e.author, e.code) for e in bundle.earlier if e.code]
     others, own = [], []
     for ref in refs:
-        match = Match(ref, similarity(ref.source, bundle.code), covered(ref.source, bundle.code))
+        match = Match(ref, similarity(ref.source, bundle.code), covered(ref.source, bundle.code),
+                      len(normalise(bundle.code)))
         (own if ref.author == bundle.author else others).append(match)
     key = lambda m: (m.copy, m.similarity)  # noqa: E731
     return sorted(others, key=key, reverse=True), sorted(own, key=key, reverse=True)
