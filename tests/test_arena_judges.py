@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from cachecraft_lib.arena import leaderboard, points
-from cachecraft_lib.arena.judges import load_bundle, review
+from cachecraft_lib.arena.judges import load_bundle, review, review_rules
 from cachecraft_lib.arena.judges.record import record_review
 from cachecraft_lib.arena.judges.similarity import normalise, similarity
 from cachecraft_lib.arena.ledger import Ledger
@@ -67,7 +67,8 @@ def test_a_renamed_snapkv_is_a_copy_flagged_as_undisclosed_prior_art():
     assert result.novelty == 0
     assert "UNDISCLOSED_PRIOR_ART" in result.flags and "MISSTATED_METHOD" not in result.flags
     assert result.details["closest"][0]["method"] == "SnapKV"
-    assert any("copy of" in n and "never names it" in n for n in result.notes)
+    assert any("a copy of arena form of SnapKV" in n for n in result.notes)
+    assert any("never names it" in n for n in result.notes)
     assert any("not assessed offline" in n for n in result.notes)
 
 
@@ -82,6 +83,22 @@ def test_a_renamed_knorm_is_a_copy_and_naming_the_source_clears_the_flag(tmp_pat
                                              "KVPress's KnormPress (K-norm, Devoto et al., 2024), ported to numpy."))
     honest = review(load_bundle(folder))
     assert honest.novelty == 0 and honest.flags == ()
+
+
+def test_a_rewrite_with_other_operations_is_caught_by_its_behaviour():
+    """SnapKV in plain loops shares little structure with any source, but keeps exactly what SnapKV keeps."""
+    bundle = load_bundle(ASSETS / "snapkv_loops")
+    by_tokens = review_rules(bundle, probe=False)
+    assert by_tokens.details["closest"][0]["similarity"] < 0.7 and not by_tokens.flags
+    result = review(bundle)
+    assert result.details["behaviour"]["snapkv"] == 1.0
+    assert result.novelty == 0 and result.flags == ("UNDISCLOSED_PRIOR_ART",)
+
+
+def test_a_sign_flip_reads_like_knorm_but_keeps_other_tokens():
+    result = review(load_bundle(Path(__file__).parent / "assets" / "arena" / "good_scores"))  # largest key norms
+    assert result.details["closest"][0]["similarity"] > 0.9 and result.details["behaviour"]["knorm"] < 0.5
+    assert not result.flags and result.novelty == 1
 
 
 def test_a_copy_of_another_authors_entry_lacks_attribution(tmp_path):

@@ -83,3 +83,5 @@ def h2o(layer, recent_fraction: float = 0.5) -> np.ndarray:
 
 FORMS = {"snapkv": snapkv, "tova": tova, "knorm": knorm, "streaming_llm": streaming_llm, "random": random_scores,
          "h2o": h2o}
+METHOD = {"snapkv": "SnapKV", "tova": "TOVA", "knorm": "K-norm", "streaming_llm": "StreamingLLM", "random": "random",
+          "h2o": "H2O"}  # the published method each form is

@@ -96,13 +96,11 @@ def known_code() -> tuple[Reference, ...]:
         _ref("cachecraft policy program V1", "V1", _source(v1_generic_scorer)),
     ]
     helper = _source(forms._window_attention)
-    form_method = {"snapkv": "SnapKV", "tova": "TOVA", "knorm": "K-norm", "streaming_llm": "StreamingLLM",
-                   "random": "random", "h2o": "H2O"}
     for key, func in forms.FORMS.items():
         body = _source(func)
         if "_window_attention" in body:
             body = helper + "\n" + body
-        refs.append(_ref(f"arena form of {form_method[key]}", form_method[key], body))
+        refs.append(_ref(f"arena form of {forms.METHOD[key]}", forms.METHOD[key], body))
     return tuple(refs)
 
 

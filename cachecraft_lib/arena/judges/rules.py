@@ -6,6 +6,10 @@
   has fewer than ``SHORT`` tokens: in a one-liner a few shared tokens move the ratio), or a padded copy (the
   reference's tokens ``covered`` at least ``COPY_COVERED``), is a copy: novelty 0; at least ``CLOSE``: 1;
   otherwise 2. Distance from known code shows the code is not a copy, not that its idea is new.
+  Behaviour (``behaviour``: the method run in the sandbox on seeded probe layers) settles what tokens cannot:
+  keeping at least ``SAME`` of what a baseline's form keeps is a copy whatever the code (a rewrite with other
+  operations), keeping less than ``DIFFERENT`` of what the form of the method its tokens resemble keeps is not
+  a copy (a sign flip reads like K-norm and is its opposite).
 - **Flags for a copy**: a copy of a published method (a baseline) that the DESCRIPTION does not name raises
   ``UNDISCLOSED_PRIOR_ART``, not ``MISSTATED_METHOD``. Why: what the rule judge establishes is that the code
   *is* a published method (identity of code with a known source) and that the description never names that
@@ -34,6 +38,8 @@ from dataclasses import dataclass
 
 from .. import submission
 from ..submission import SubmissionError, check_metadata
+from . import forms
+from .behaviour import DIFFERENT, SAME, behaviour
 from .bundle import Bundle
 from .claims import check_claims, missing_sections, sections
 from .references import Reference, entry_reference, known_code
@@ -78,7 +84,33 @@ def closest(bundle: Bundle) -> tuple[list[Match], list[Match]]:
     return sorted(others, key=key, reverse=True), sorted(own, key=key, reverse=True)
 
 
-def _novelty(bundle: Bundle, notes: list[str], flags: list[str], details: dict) -> int:
+def _copied(bundle: Bundle, others: list[Match], acts: dict[str, float], notes: list[str]) -> Reference | None:
+    """The reference the code copies, by tokens or by behaviour; a behaviour that differs overrules the tokens."""
+    top = others[0] if others else None
+    form = {v: k for k, v in forms.METHOD.items()}
+    if top is not None and top.copy:
+        key = form.get(top.reference.method)
+        if key in acts and acts[key] < DIFFERENT:
+            notes.append(f"reads like {top.reference.method} (token similarity {top.similarity:.2f}) but keeps other "
+                         f"tokens (overlap {acts[key]:.2f} with its form): not a copy")
+            return None
+        notes.append(f"the code is a copy of {_what(top.reference)} (token similarity {top.similarity:.2f}, "
+                     f"covered {top.covered:.2f})")
+        return top.reference
+    same = [k for k, v in sorted(acts.items(), key=lambda kv: -kv[1]) if v >= SAME]
+    if same:
+        ref = next(r for r in known_code() if r.name == f"arena form of {forms.METHOD[same[0]]}")
+        notes.append(f"the method behaves as {_what(ref)}: it keeps {acts[same[0]]:.2f} of what it keeps on the "
+                     "probe layers, whatever its code")
+        return ref
+    return None
+
+
+def _what(ref: Reference) -> str:
+    return f"{ref.name} ({ref.method}{', ' + ref.author if ref.kind != 'entry' else ' by ' + ref.author})"
+
+
+def _novelty(bundle: Bundle, notes: list[str], flags: list[str], details: dict, probe: bool) -> int:
     try:
         others, own = closest(bundle)
     except SyntaxError as err:
@@ -89,22 +121,26 @@ def _novelty(bundle: Bundle, notes: list[str], flags: list[str], details: dict) 
     if own:
         notes.append(f"the author's own earlier code is not counted: closest {own[0].reference.name} "
                      f"(similarity {own[0].similarity:.2f})")
-    if not others:
-        return NOVELTY_CAP
-    top = others[0]
-    ref = top.reference
-    what = f"{ref.name} ({ref.method}{', ' + ref.author if ref.kind != 'entry' else ' by ' + ref.author})"
-    if top.copy:
+    acts: dict[str, float] = {}
+    if probe:
+        acts, note = behaviour(bundle)
+        details["behaviour"] = acts
+        notes.append(note)
+    ref = _copied(bundle, others, acts, notes)
+    if ref is not None:
         disclosed = ref.disclosed_in(bundle.description)
-        notes.append(f"novelty 0: the code is a copy of {what} (token similarity {top.similarity:.2f}, "
-                     f"covered {top.covered:.2f}); " + ("its DESCRIPTION names it" if disclosed
-                                                        else "its DESCRIPTION never names it"))
+        notes.append("novelty 0: a copy; " + ("its DESCRIPTION names it" if disclosed
+                                              else "its DESCRIPTION never names it"))
         if not disclosed:
             flags.append("MISSING_ATTRIBUTION" if ref.kind == "entry" else "UNDISCLOSED_PRIOR_ART")
         return 0
-    novelty = 1 if top.similarity >= CLOSE else NOVELTY_CAP
-    notes.append(f"novelty {novelty}: closest known code {what}, token similarity {top.similarity:.2f} "
-                 f"(copy from {COPY:.2f}); at most {NOVELTY_CAP} offline")
+    if not others:
+        return NOVELTY_CAP
+    top = others[0]
+    close = top.similarity >= CLOSE or max(acts.values(), default=0.0) >= DIFFERENT
+    novelty = 1 if close else NOVELTY_CAP
+    notes.append(f"novelty {novelty}: closest known code {_what(top.reference)}, token similarity "
+                 f"{top.similarity:.2f} (copy from {COPY:.2f}); at most {NOVELTY_CAP} offline")
     return novelty
 
 
@@ -188,13 +224,14 @@ def _effectiveness(bundle: Bundle, notes: list[str]) -> int:
     return value
 
 
-def review_rules(bundle: Bundle) -> Review:
-    """The rule judge's review of ``bundle`` (see the module doc for every rule)."""
+def review_rules(bundle: Bundle, probe: bool = True) -> Review:
+    """The rule judge's review of ``bundle`` (see the module doc for every rule); ``probe=False`` skips running
+    the method on probe layers (``behaviour``), leaving code similarity alone to find copies."""
     notes: list[str] = []
     flags: list[str] = []
     details: dict = {}
     _rule_violations(bundle, notes, flags)
-    novelty = _novelty(bundle, notes, flags, details)
+    novelty = _novelty(bundle, notes, flags, details, probe)
     soundness = _soundness(bundle, notes, flags, details)
     effectiveness = _effectiveness(bundle, notes)
     notes.append(NOT_ASSESSED)

@@ -1,0 +1,99 @@
+"""What a submission keeps on probe layers, beside what each baseline's form keeps: copies by behaviour.
+
+Token similarity reads structure, so it misses a baseline rewritten with other operations (loops instead of
+array calls) and cannot tell a sign flip (keeping the largest key norms instead of the smallest reads like
+K-norm). Running the method answers both: on a few seeded synthetic layers (the arena's ``Layer``: keys
+and the window's queries after RoPE, random but fixed) at two budgets, the share of kept entries it has in
+common with each baseline's numpy form (``forms``). ``overlap >= SAME`` is the same method whatever its
+code; below ``DIFFERENT`` it is another method whatever its tokens.
+
+The method runs in the arena's sandbox (``sandbox.MethodSandbox``: its own process, CPU and memory limits,
+no files or network), as ``arena dev`` runs it; its answers are validated there. A method the sandbox
+refuses is not measured (the note says why). Decode-only methods (board C) have no prefill hook to probe.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..method_api import Layer
+from ..sandbox import Limits, MethodSandbox
+from ..submission import Submission, SubmissionError, check_method, load_submission
+from .bundle import Bundle
+from .forms import FORMS
+
+SAME, DIFFERENT = 0.98, 0.90
+SHAPE = {"heads": 2, "groups": 2, "tokens": 128, "window": 32, "dim": 16}
+LAYERS, RATIOS, SEED = 3, (0.5, 0.25), 0
+
+
+def probe_layers(seed: int = SEED) -> list[Layer]:
+    """Seeded synthetic layers; keys carry a per-token scale so that norms and attention vary across tokens."""
+    rng = np.random.default_rng(seed)
+    h, g, n, w, d = (SHAPE[k] for k in ("heads", "groups", "tokens", "window", "dim"))
+    out = []
+    for index in range(LAYERS):
+        scale = rng.lognormal(0.0, 0.5, size=(1, n, 1)).astype(np.float32)
+        keys = (rng.standard_normal((h, n, d)) * scale).astype(np.float32)
+        values = rng.standard_normal((h, n, d)).astype(np.float32)
+        queries = rng.standard_normal((h * g, w, d)).astype(np.float32)
+        for ratio in RATIOS:
+            budget = int(n * (1 - ratio))
+            out.append(Layer(keys, values, queries, np.arange(n, dtype=np.int64), budget, index, LAYERS, ratio))
+    return out
+
+
+def kept(scores: np.ndarray, budget: int, heads: int) -> list[set[int]]:
+    """The ``budget`` highest scores per head (ties to the lower index, the same rule for every side)."""
+    scores = np.broadcast_to(np.asarray(scores, dtype=np.float64), (heads, scores.shape[-1]))
+    return [set(np.argsort(-row, kind="stable")[:budget].tolist()) for row in scores]
+
+
+def overlap(a: list[list[set[int]]], b: list[list[set[int]]]) -> float:
+    """Mean share of kept entries two methods have in common, over layers, budgets and heads."""
+    shares = [len(x & y) / max(len(x), 1) for la, lb in zip(a, b, strict=True) for x, y in zip(la, lb, strict=True)]
+    return float(np.mean(shares))
+
+
+def _as_submission(bundle: Bundle) -> Submission:
+    """The bundle's submission; one whose DESCRIPTION or metadata would be refused is still probed."""
+    try:
+        return load_submission(bundle.folder)
+    except SubmissionError as err:
+        if err.kind not in ("bad_description", "bad_metadata"):
+            raise
+    return Submission(bundle.folder, bundle.name, bundle.author, ("A",), bundle.code_sha256,
+                      check_method(bundle.code.encode("utf-8")))
+
+
+def _submission_kept(bundle: Bundle, layers: list[Layer], limits: Limits) -> list[list[set[int]]]:
+    sub = _as_submission(bundle)
+    if sub.returns not in ("scores", "indices"):
+        raise SubmissionError("bad_method", "no prefill hook (score or keep) to probe")
+    out = []
+    with MethodSandbox(sub, limits) as box:
+        for layer in layers:
+            arrays = {"keys": layer.keys, "values": layer.values, "queries": layer.queries,
+                      "positions": layer.positions}
+            answer = box.answer(arrays, budget=layer.budget, layer=layer.layer, n_layers=layer.n_layers,
+                                compression_ratio=layer.compression_ratio)
+            heads = layer.keys.shape[0]
+            out.append(kept(answer, layer.budget, heads) if sub.returns == "scores"
+                       else [set(np.asarray(row).tolist()) for row in np.broadcast_to(answer, (heads, answer.shape[-1]))])
+    return out
+
+
+def behaviour(bundle: Bundle, limits: Limits | None = None) -> tuple[dict[str, float], str]:
+    """(form name -> overlap with the submission, note); empty with the reason when it cannot be measured."""
+    layers = probe_layers()
+    try:
+        mine = _submission_kept(bundle, layers, limits or Limits(timeout_s=10.0, memory_mb=512, load_s=30.0))
+    except SubmissionError as err:
+        return {}, f"behaviour not measured ({err})"
+    out = {}
+    for name, form in FORMS.items():
+        theirs = [kept(form(layer), layer.budget, layer.keys.shape[0]) for layer in layers]
+        out[name] = round(overlap(mine, theirs), 4)
+    best = max(out, key=out.get)
+    return out, (f"behaviour on {len(layers)} probe layers: keeps {out[best]:.2f} of what the {best} form keeps "
+                 f"(same method from {SAME})")
