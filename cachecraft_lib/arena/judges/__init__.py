@@ -3,8 +3,9 @@
 Two judges read the same ``Bundle`` (a submission's code, DESCRIPTION.md, metadata, dev report and the earlier
 entries; never the test items):
 
-- ``rules`` (``rules.review_rules``): offline, no network; code similarity, DESCRIPTION sections, claimed
-  numbers against the dev report, effectiveness from the dev report;
+- ``rules`` (``rules.review_rules``): offline, no network; code similarity (``similarity``, ``references``) and
+  behaviour on probe layers (``behaviour``, ``forms``), DESCRIPTION sections and claimed numbers against the dev
+  report (``claims``), effectiveness from the dev report;
 - ``openai`` (``llm.LLMJudge``): any OpenAI-compatible endpoint, two model families, a third call breaking ties.
 
 A flag zeroes the submission's points: ``record.record_review`` writes a ``review`` event into the ledger.
