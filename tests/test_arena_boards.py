@@ -19,7 +19,7 @@ from cachecraft_lib.cli import main
 @pytest.mark.parametrize("profile", ["paper", "cpu", "smoke"])
 def test_boards_load_and_validate(profile):
     boards = load_boards(profile)
-    assert set(boards) == {"A", "B_online", "B_offline"}
+    assert {"A", "B_online", "B_offline"} <= set(boards)
     assert boards["A"].query_aware and not boards["B_online"].query_aware
     assert boards["B_offline"].overhead_allowance and boards["B_online"].overhead_allowance is None
     assert all("full" in b.baselines and b.questions_per_context >= 1 for b in boards.values())

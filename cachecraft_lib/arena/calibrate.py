@@ -80,3 +80,24 @@ def resolvable_gain(differences: pd.Series, units: int, level: float = 0.95) -> 
 
     z = NormalDist().inv_cdf(0.5 + level / 2)
     return z * float(differences.std(ddof=1)) / math.sqrt(units)
+
+
+def best_share_intervals(rows: pd.DataFrame, board: Board, seed: int = 0) -> pd.DataFrame:
+    """Per budget (cap): the best baseline's share of the full cache's score (normalised accuracy) with its 95%
+    bootstrap interval over contexts (stratified by task); full and random are not candidates."""
+    from ..intervals import paired_bootstrap
+
+    out = []
+    for budget, part in rows[rows.method != "full"].groupby("budget"):
+        sub = pd.concat([part, rows[rows.method == "full"]])
+        units = score.unit_values(sub, replace(board, budgets=(float(budget),)))
+        units = units[~units.method.isin(["full", "random"])]
+        acc = units.groupby(["method", "task"]).accuracy.mean().groupby("method").mean()
+        best = str(acc.idxmax())
+        samples = units.rename(columns={"accuracy": "score", "context_id": "index"})[["method", "task", "index",
+                                                                                     "score"]]
+        ci = paired_bootstrap(samples, unit="method", strata=("task",), seed=seed).frame().set_index("unit")
+        out.append({"budget": float(budget), "method": best, "share": float(acc[best]),
+                    "lo": float(ci.loc[best, "lo"]), "hi": float(ci.loc[best, "hi"]),
+                    "contexts": int(units[units.method == best].context_id.nunique())})
+    return pd.DataFrame(out).sort_values("budget", ascending=False).reset_index(drop=True)

@@ -137,11 +137,15 @@ def main() -> None:
         kind, text = _error(err)
         _reply(stdout, {"ok": False, "kind": kind, "error": f"loading the method: {text}"})
         return
-    hook = getattr(method, "score", None) if setup["returns"] == "scores" else getattr(method, "keep", None)
+    default = "score" if setup["returns"] == "scores" else "keep"
     _reply(stdout, {"ok": True, "kind": "loaded"})
     while (msg := _read(stdin)) is not None:
         layer, before = _layer(msg)
+        name = msg.get("hook") or default
+        hook = getattr(method, name, None) if name in method_api.HOOKS else None
         try:
+            if hook is None:
+                raise AttributeError(f"Method has no {name}(layer)")
             out = np.asarray(hook(layer))
         except BaseException as err:  # noqa: BLE001
             kind, text = _error(err)

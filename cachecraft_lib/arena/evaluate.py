@@ -53,18 +53,40 @@ class Contender:
     kind: str = "baseline"  # baseline | submission
     own_prefill: bool = False  # replays the context itself (KVzip): cannot use the shared prefill
     masks_keys: bool = False
+    decode: Callable[[], Any] | None = None  # board C: a fresh ``decoding.CapMethod`` (None: no decode-time method)
+
+
+def _no_prefill(name: str) -> Callable[[float], BasePress | None]:
+    def build(ratio: float) -> BasePress | None:
+        raise ValueError(f"{name} is a decode-time method only (board C); it has no prefill press")
+
+    return build
 
 
 def baseline_contender(name: str) -> Contender:
+    """A trusted baseline by name: its prefill press (boards A, B) and/or its decode-time method (board C)."""
+    from ..decoding.methods import CAP_BASELINES, cap_method
+    from .baselines import BASELINES
+
+    decode = (lambda: cap_method(name)) if name in CAP_BASELINES else None
+    if name not in BASELINES and decode is not None:
+        return Contender(name, _no_prefill(name), "baseline", decode=decode)
     b = baseline(name)
-    return Contender(b.name, b.build, "baseline", b.own_prefill, b.masks_keys)
+    return Contender(b.name, b.build, "baseline", b.own_prefill, b.masks_keys, decode=decode)
 
 
 def submission_contender(sub: Any, **limits: Any) -> Contender:
-    """A checked submission (``submission.Submission``) through arena-core's sandboxed press."""
+    """A checked submission (``submission.Submission``) through arena-core's sandboxed press; on board C its
+    ``decode`` hook through the capped generator (``arena.decode``)."""
     from .press import submission_press
 
-    return Contender(sub.name, lambda ratio: submission_press(sub, ratio, **limits), "submission")
+    decode = None
+    if getattr(sub, "decode", False):
+        from .decode import submission_cap_method
+
+        decode = lambda: submission_cap_method(sub, **limits)  # noqa: E731
+    build = (lambda ratio: submission_press(sub, ratio, **limits)) if sub.returns != "none" else _no_prefill(sub.name)
+    return Contender(sub.name, build, "submission", decode=decode)
 
 
 def _sdpa_cpu_flops(query_shape, key_shape, value_shape, *args, **kwargs) -> int:

@@ -39,6 +39,7 @@ class Arena:
     progress: bool = True
     boards: dict[str, Board] = field(init=False)
     _loaded: tuple[Any, Any] | None = field(default=None, init=False, repr=False)
+    _loaded_name: str | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.boards = load_boards(self.profile)
@@ -59,31 +60,49 @@ class Arena:
 
         return Ledger(self.root / "ledger.jsonl")
 
-    def model(self) -> tuple[Any, Any]:
-        if self._loaded is None:
-            from ..models import load_model
+    def model(self, board: Board | None = None) -> tuple[Any, Any]:
+        """The profile's model, or the board's own (board C names a reasoning model on the paper profile)."""
+        from ..models import load_model
 
-            p = self.settings
-            self._loaded = load_model(p.models[0] if p else "tiny", device=p.device if p else "cpu",
-                                      dtype=p.dtype if p else "float32")
+        p = self.settings
+        name = (board.model if board is not None and board.model else None) or (p.models[0] if p else "tiny")
+        if self._loaded is None or self._loaded_name != name:
+            self._loaded = load_model(name, device=p.device if p else "cpu", dtype=p.dtype if p else "float32")
+            self._loaded_name = name
         return self._loaded
 
     def _source(self) -> str:
         return self.settings.ruler_source if self.settings and self.settings.ruler_source != "hf" else "auto"
 
+    def items(self, board: Board, split: str, secret: bytes | None = None, round_: int = 1) -> pd.DataFrame:
+        """The board's items of a split; MATH-500 (paper board C) raises ``math500.NotMeasurable`` offline,
+        before any model is loaded."""
+        if board.benchmark == "math500":
+            from .math500 import math_items
+
+            return math_items(board, split, secret, round_)
+        return board_items(board, split, self.model(board)[1], secret, round_, source=self._source())
+
     def run(self, board: Board, items: pd.DataFrame, contenders: list[Contender]) -> pd.DataFrame:
-        model, tokenizer = self.model()
+        model, tokenizer = self.model(board)
+        if board.decode_time:
+            from .board_c import DecodeBoardRunner
+
+            return DecodeBoardRunner(model, tokenizer, board).run(items, contenders, self.progress)
         return BoardRunner(model, tokenizer, board).run(items, contenders, self.progress)
 
     # ------------------------------------------------------------------------------------------ dev
     def dev_baselines(self, board: Board) -> pd.DataFrame:
         """Every baseline's rows on the dev items, computed once and cached (keyed by the board's rules)."""
-        key = hashlib.sha256(json.dumps([board.budgets, board.items, board.tasks, board.lengths, board.baselines,
-                                         board.questions_per_context, split_seed(board, "dev")]).encode()).hexdigest()
+        rules = [board.budgets, board.items, board.tasks, board.lengths, board.baselines, board.questions_per_context,
+                 split_seed(board, "dev")]
+        if board.decode_time:
+            rules += [board.setting, board.benchmark, board.chunk, board.slack, board.max_new_tokens, board.model]
+        key = hashlib.sha256(json.dumps(rules).encode()).hexdigest()
         path = self.root / "dev" / board.name / f"baselines-{key[:12]}.parquet"
         if path.exists():
             return pd.read_parquet(path)
-        items = board_items(board, "dev", self.model()[1], source=self._source())
+        items = self.items(board, "dev")
         rows = self.run(board, items, [baseline_contender(b) for b in board.baselines])
         path.parent.mkdir(parents=True, exist_ok=True)
         rows.to_parquet(path)
@@ -93,7 +112,7 @@ class Arena:
         """The contender on the dev items beside the baselines: scores with intervals, gain over the best."""
         board = self.board(board_name)
         base = self.dev_baselines(board)
-        items = board_items(board, "dev", self.model()[1], source=self._source())
+        items = self.items(board, "dev")
         rows = self.run(board, items, [contender])
         rows = pd.concat([base, rows[rows.method != "full"]], ignore_index=True)
         units = score.unit_values(rows, board)
@@ -125,7 +144,7 @@ class Arena:
         todo = [b for b in board.baselines if (board.name, b) not in done]
         if not todo:
             return pd.DataFrame()
-        items = board_items(board, "test", self.model()[1], secret, round_, source=self._source())
+        items = self.items(board, "test", secret, round_)
         rows = self.run(board, items, [baseline_contender(b) for b in todo if b != "full"])
         units = score.unit_values(rows, board)
         scores = score.method_scores(units)
@@ -163,8 +182,11 @@ class Arena:
             return self._reject(board, sub.name, sub.author, SubmissionError(
                 "bad_metadata", f"the submission names boards {list(sub.boards)}, not {board.name}: add it to "
                                 "its metadata"))
+        if board.decode_time and not sub.decode:
+            return self._reject(board, sub.name, sub.author, SubmissionError(
+                "bad_method", f"board {board.name} evicts while decoding: class Method must define decode(layer)"))
         self.record_baselines(board.name, secret, round_)
-        items = board_items(board, "test", self.model()[1], secret, round_, source=self._source())
+        items = self.items(board, "test", secret, round_)
         try:
             rows = self.run(board, items, [submission_contender(sub, **limits)])
         except SubmissionError as err:
@@ -231,6 +253,8 @@ def _entry(board: Board, name: str, kind: str, round_: int, row: pd.Series, ok: 
            excluded: list[str], author: str = "baseline") -> dict[str, Any]:
     terms = {k: round(float(row[k]), 6) for k in ("overall", "lo", "hi", "accuracy", "memory", "memory_physical",
                                                    "speed", "overhead", "overhead_ratio")}
+    if board.decode_time:
+        terms["generated"] = round(float(row.get("generated", 0.0)), 6)
     return {"board": board.name, "name": name, "author": author, "kind": kind, "round": round_, **terms,
             "eligible": bool(ok), "eligibility": why, "excluded_tasks": excluded, "units": int(row.units_per_task),
             "rules_version": board.rules_version, "moved": kind == "baseline" and bool(ok)}

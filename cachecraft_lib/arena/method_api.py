@@ -9,7 +9,7 @@ called once per attention layer (and batch row) of every compressed prefill, in 
 
 - ``keys``, ``values``: (H_kv, L, D) float32, the layer's cache after RoPE;
 - ``queries``: (H_q, W, D) float32, the last W (observation-window) queries after RoPE; H_q = groups * H_kv;
-- ``positions``: (L,) int64, the position of each cached token;
+- ``positions``: (L,) int64, the position of each cached token (``decode``: (H_kv, L));
 - ``budget``: entries to keep per KV head (KVPress's ``int(L * (1 - compression_ratio))``);
 - ``layer`` (index), ``n_layers``, ``compression_ratio``.
 
@@ -20,6 +20,19 @@ head, at most ``budget`` and at least one, the same count for every head. The ar
 (writing to them is ``tampering``); the method may keep state between calls (``self``). It may import only
 numpy, math and a few pure standard modules (``submission.ALLOWED_IMPORTS``); no torch, files, network or
 processes. Everything it returns is validated outside its process.
+
+**Decode-time boards (C).** ``Method`` also defines (and a submission naming board C must define)
+
+    def decode(self, layer: Layer) -> array  # float scores (L,) or (H_kv, L), or integer indices (H_kv, n)
+
+called by the harness's capped generator whenever a layer's cache would overflow the cap: before a forward
+of ``q`` new tokens onto ``L`` cached entries with ``L + q > cap``, once per layer, with ``budget = cap - q``
+(the entries to keep per KV head). ``queries`` are the last W tokens' queries, each rotated at its own
+position (W = 8, the window R-KV uses; fewer at the start); ``positions`` (H_kv, L) give every cached entry's
+position (after evictions they are not consecutive, and differ per head). A float answer is scores (the
+harness keeps the ``budget`` highest per head); an integer answer is the indices to keep (unique, in range,
+at most ``budget``). It runs in the same sandbox, is validated outside it, and the harness checks the cap on
+the cache tensors after every eviction. ``compression_ratio`` is ``1 - budget / L``.
 
 This module is imported both by the harness and, on its own, by the sandbox child (numpy only).
 """
@@ -60,3 +73,4 @@ class Layer:
 
 ARRAYS = ("keys", "values", "queries", "positions")
 SCALARS = ("budget", "layer", "n_layers", "compression_ratio")
+HOOKS = ("score", "keep", "decode")

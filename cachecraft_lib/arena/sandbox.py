@@ -88,15 +88,16 @@ class MethodSandbox:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def call(self, arrays: dict[str, np.ndarray], **scalars: Any) -> np.ndarray:
-        """The method's raw answer for one layer (validate it with ``validate_scores``/``validate_indices``)."""
+    def call(self, arrays: dict[str, np.ndarray], hook: str | None = None, **scalars: Any) -> np.ndarray:
+        """The method's raw answer for one layer (validate it with ``validate_scores``/``validate_indices``);
+        ``hook`` names the method called (default: the submission's ``score``/``keep``; ``decode`` on board C)."""
         if not self.alive:
             self.start()
         missing = set(SCALARS) - set(scalars)
         if missing:
             raise TypeError(f"call needs {sorted(missing)}")
         msg = {"arrays": {k: (str(a.dtype), list(a.shape), np.ascontiguousarray(a).tobytes()) for k, a in arrays.items()},
-               **{k: scalars[k] for k in SCALARS}}
+               "hook": hook, **{k: scalars[k] for k in SCALARS}}
         self._send(msg)
         try:
             header, data = self._receive(self.limits.timeout_s)
@@ -117,6 +118,19 @@ class MethodSandbox:
         if self.submission.returns == "scores":
             return validate_scores(out, heads, tokens)
         return validate_indices(out, heads, tokens, int(scalars["budget"]))
+
+    def decode(self, arrays: dict[str, np.ndarray], **scalars: Any) -> np.ndarray:
+        """The validated ``decode`` answer for one layer: (H_kv, n) sorted indices to keep, n <= budget.
+
+        Float answers are scores (the ``budget`` highest per head are kept; ties keep the earlier entry);
+        integer answers are the indices themselves."""
+        out = self.call(arrays, hook="decode", **scalars)
+        heads, tokens = arrays["keys"].shape[:2]
+        budget = int(scalars["budget"])
+        if out.dtype.name in FLOAT_DTYPES:
+            scores = validate_scores(out, heads, tokens)
+            return np.sort(np.argsort(-scores, axis=1, kind="stable")[:, :budget], axis=1)
+        return validate_indices(out, heads, tokens, budget)
 
     # ------------------------------------------------------------------------------------ protocol
     def _send(self, obj: Any) -> None:

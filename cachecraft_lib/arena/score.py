@@ -12,7 +12,11 @@ tasks and budgets. Efficiency, averaged over budgets:
 - overhead ``O = compression FLOPs / prefill FLOPs``, at most 1; on a board with an allowance (B_offline) only
   the part beyond the allowance counts, ``min(1, max(0, O - allowance))``.
 
-``overall = w_acc * Acc + w_mem * M + w_speed * S - w_overhead * O`` with the board's weights. Every term is a
+On decode-time boards (C) the rows also carry the generated length: ``G = min(1, tokens the full cache
+generated / tokens the method generated)`` on the same item (a method that makes the model ramble costs
+decode time and memory the cap does not show), and ``generated = 1 - G`` is charged.
+
+``overall = w_acc * Acc + w_mem * M + w_speed * S - w_overhead * O - w_G * (1 - G)`` with the board's weights. Every term is a
 mean of per-unit values (a unit is a context: its questions are averaged, so a B context is resampled whole),
 so the gate's paired bootstrap over units and the leaderboard's number are the same statistic.
 """
@@ -26,7 +30,7 @@ from ..intervals import paired_bootstrap
 from .boards import Board
 
 FULL = "full"
-TERMS = ("accuracy", "memory", "memory_physical", "speed", "overhead")
+TERMS = ("accuracy", "memory", "memory_physical", "speed", "overhead", "generated")
 
 
 def excluded_tasks(rows: pd.DataFrame, board: Board) -> list[str]:
@@ -56,18 +60,31 @@ def unit_values(rows: pd.DataFrame, board: Board) -> pd.DataFrame:
     allowance = board.overhead_allowance or 0.0
     rows["overhead_ratio"] = ratio
     rows["overhead"] = (ratio - allowance).clip(lower=0, upper=1)
+    rows["generated"] = _generated_term(rows)
     per_unit = rows.groupby(["method", "context_id", "task"], sort=False)[
-        ["accuracy", "memory", "memory_physical", "speed", "overhead", "overhead_ratio"]].mean().reset_index()
+        ["accuracy", "memory", "memory_physical", "speed", "overhead", "overhead_ratio", "generated"]
+    ].mean().reset_index()
     w = board.weights
     per_unit["overall"] = (w["accuracy"] * per_unit.accuracy + w["memory"] * per_unit.memory
-                           + w["speed"] * per_unit.speed - w["overhead"] * per_unit.overhead)
+                           + w["speed"] * per_unit.speed - w["overhead"] * per_unit.overhead
+                           - w.get("generated_length", 0.0) * per_unit.generated)
     per_unit.attrs["excluded_tasks"] = sorted(drop)
     return per_unit
 
 
+def _generated_term(rows: pd.DataFrame) -> pd.Series:
+    """``1 - G`` per row, ``G = min(1, full's generated tokens / the method's)`` on the same item; 0 where the rows
+    carry no generated length (prefill boards)."""
+    if "generated_tokens" not in rows or rows.generated_tokens.isna().all():
+        return pd.Series(0.0, index=rows.index)
+    full = rows[rows.method == FULL].set_index("item").generated_tokens
+    g = (rows.item.map(full) / rows.generated_tokens.clip(lower=1)).clip(upper=1.0)
+    return (1.0 - g).fillna(0.0)
+
+
 def method_scores(units: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
     """Per method: each term (mean over tasks of the task means), ``overall`` with its 95% interval."""
-    terms = ["accuracy", "memory", "memory_physical", "speed", "overhead", "overhead_ratio", "overall"]
+    terms = ["accuracy", "memory", "memory_physical", "speed", "overhead", "overhead_ratio", "generated", "overall"]
     by_task = units.groupby(["method", "task"])[terms].mean()
     table = by_task.groupby("method").mean()
     boot = paired_bootstrap(_samples(units, "overall"), unit="method", strata=("task",), seed=seed)

@@ -7,6 +7,9 @@ A submission is a folder with three files:
 - ``DESCRIPTION.md``: the sections ``REQUIRED_SECTIONS`` as Markdown headings (``## Idea`` ...), each with text.
 - ``metadata.yaml``: ``name`` (lowercase letters, digits, ``-``/``_``), ``author``, ``boards`` (a list).
 
+A submission to a decode-time board (``DECODE_BOARDS``: board C) must define ``decode(layer)``, the call made
+when the cap overflows during decoding; one to a prefill board (A, B) must define ``score`` or ``keep``.
+
 ``load_submission`` reads the three files, parses ``method.py`` (never executes it) and raises
 ``SubmissionError`` whose ``kind`` says what is wrong and whose message says what to fix. The same kinds name
 what goes wrong later, when the method runs (``crash``, ``timeout``, ``memory``, ``over_budget``, ...).
@@ -30,6 +33,7 @@ ALLOWED_IMPORTS = frozenset({"numpy", "math", "functools", "itertools", "collect
 NETWORK_MODULES = frozenset({"socket", "ssl", "http", "urllib", "urllib3", "requests", "ftplib", "smtplib",
                              "asyncio", "selectors", "xmlrpc", "httpx", "aiohttp"})
 MAX_METHOD_BYTES = 256 * 1024
+DECODE_BOARDS = frozenset({"C"})
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 KINDS = ("missing_file", "bad_description", "bad_metadata", "bad_method", "bad_import", "file_access", "network",
          "crash", "timeout", "memory", "tampering", "bad_output", "over_budget", "duplicate_indices", "out_of_range")
@@ -52,7 +56,8 @@ class Submission:
     author: str
     boards: tuple[str, ...]
     code_sha256: str
-    returns: str = "scores"  # "scores" when Method defines score(), "indices" when it defines keep()
+    returns: str = "scores"  # "scores" when Method defines score(), "indices" for keep(), "none" for neither
+    decode: bool = False  # Method defines decode(layer) (decode-time boards)
 
     @property
     def source(self) -> str:
@@ -72,8 +77,21 @@ def load_submission(folder: str | Path) -> Submission:
     check_description((folder / DESCRIPTION_FILE).read_text(encoding="utf-8"))
     name, author, boards = check_metadata((folder / METADATA_FILE).read_text(encoding="utf-8"))
     code = (folder / METHOD_FILE).read_bytes()
-    returns = check_method(code)
-    return Submission(folder.resolve(), name, author, boards, hashlib.sha256(code).hexdigest(), returns)
+    returns, decode = check_hooks(code)
+    check_boards_hooks(boards, returns, decode)
+    return Submission(folder.resolve(), name, author, boards, hashlib.sha256(code).hexdigest(), returns, decode)
+
+
+def check_boards_hooks(boards: tuple[str, ...], returns: str, decode: bool) -> None:
+    """The hooks the declared boards call are defined: ``decode`` for C, ``score``/``keep`` for A and B."""
+    if DECODE_BOARDS & set(boards) and not decode:
+        raise SubmissionError("bad_method", f"the metadata names board(s) {sorted(DECODE_BOARDS & set(boards))}, "
+                                            "which evict while decoding: class Method must define decode(layer) "
+                                            "(see cachecraft_lib/arena/method_api.py)")
+    prefill = [b for b in boards if b not in DECODE_BOARDS]
+    if prefill and returns == "none":
+        raise SubmissionError("bad_method", f"the metadata names prefill board(s) {prefill}: class Method must "
+                                            "define score(layer) or keep(layer) for them")
 
 
 def check_description(text: str) -> None:
@@ -121,6 +139,16 @@ def check_metadata(text: str) -> tuple[str, str, tuple[str, ...]]:
 
 def check_method(code: bytes) -> str:
     """Parse ``method.py`` (without running it): a ``Method`` class with ``score`` or ``keep``, allowed imports."""
+    returns, _ = check_hooks(code)
+    if returns == "none":
+        raise SubmissionError("bad_method", f"class {METHOD_CLASS} must define exactly one of score(layer) "
+                                            "(per-token scores) or keep(layer) (indices to keep); it defines neither")
+    return returns
+
+
+def check_hooks(code: bytes) -> tuple[str, bool]:
+    """Parse ``method.py``: ``("scores"|"indices"|"none", defines decode)``; at most one of score/keep, and at
+    least one hook."""
     if len(code) > MAX_METHOD_BYTES:
         raise SubmissionError("bad_method", f"{METHOD_FILE} is {len(code)} bytes; the limit is {MAX_METHOD_BYTES}")
     try:
@@ -136,11 +164,13 @@ def check_method(code: bytes) -> str:
                                             "(see cachecraft_lib/arena/method_api.py for the interface)")
     methods = {n.name for n in classes[-1].body if isinstance(n, ast.FunctionDef)}
     hooks = methods & {"score", "keep"}
-    if len(hooks) != 1:
+    decode = "decode" in methods
+    if len(hooks) > 1 or not (hooks or decode):
         raise SubmissionError("bad_method", f"class {METHOD_CLASS} must define exactly one of score(layer) "
-                                            f"(per-token scores) or keep(layer) (indices to keep); it defines "
-                                            f"{sorted(hooks) or 'neither'}")
-    return "scores" if hooks == {"score"} else "indices"
+                                            f"(per-token scores) or keep(layer) (indices to keep), and/or "
+                                            f"decode(layer) for decode-time boards; it defines "
+                                            f"{sorted(hooks) or 'none of them'}")
+    return ("scores" if hooks == {"score"} else "indices" if hooks else "none"), decode
 
 
 def _imported(node: ast.AST) -> list[str]:

@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-BOARD_HELP = "board name (A, B_online, B_offline)"
+BOARD_HELP = "board name (A, B_online, B_offline, C)"
 
 
 def _arena(args: argparse.Namespace):
@@ -37,8 +37,13 @@ def _known_errors() -> tuple[type[BaseException], ...]:
 
 def _guard(func):
     def run(args: argparse.Namespace) -> int:
+        from ..arena.math500 import NotMeasurable
+
         try:
             return int(func(args) or 0)
+        except NotMeasurable as err:  # a status, not a failure: the board needs what this machine lacks
+            print(f"board {getattr(args, 'board', None) or '?'} ({args.profile}): {err}")
+            return 0
         except _known_errors() as err:
             print(f"error: {err}", file=sys.stderr)
             return 2
@@ -126,9 +131,8 @@ def _cmd_leaderboard(args: argparse.Namespace) -> int:
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:
     from ..arena.boards import write_budgets
-    from ..arena.calibrate import CANDIDATES, calibrate_board
+    from ..arena.calibrate import CANDIDATES, best_share_intervals, calibrate_board
     from ..arena.evaluate import baseline_contender
-    from ..arena.items import board_items
 
     arena = _arena(args)
     if arena.boards[next(iter(arena.boards))].limits.mode == "absolute" and not args.force:
@@ -139,16 +143,25 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     chosen, notes = {}, {}
     for name in names:
         board = arena.board(name)
+        measured: dict = {}
 
-        def run(b, board=board):
-            items = board_items(board, "dev", arena.model()[1], source=arena._source())
-            return arena.run(b, items, [baseline_contender(x) for x in board.baselines])
+        def run(b, board=board, measured=measured):
+            items = arena.items(board, "dev")
+            measured["rows"] = arena.run(b, items, [baseline_contender(x) for x in board.baselines])
+            measured["contexts"] = items.context_id.nunique()
+            return measured["rows"]
 
         budgets, table = calibrate_board(run, board, tuple(args.candidates or CANDIDATES))
         chosen[name] = budgets
-        notes[name] = {"target": [0.4, 0.9], "measured_on": "dev items",
+        notes[name] = {"target": [0.4, 0.9], "measured_on": f"dev items ({measured['contexts']} contexts)",
                        "best_accuracy": {f"{k:g}": round(v, 3) for k, v in zip(table.keep, table.best_accuracy,
                                                                                  strict=True)}}
+        if board.decode_time:  # board C: the best baseline per cap with its interval, into the calibration block
+            shares = best_share_intervals(measured["rows"], board)
+            notes[name]["best_share_of_full"] = {f"{r.budget:g}": {"method": r.method, "share": round(r.share, 3),
+                                                                     "lo": round(r.lo, 3), "hi": round(r.hi, 3)}
+                                                   for r in shares.itertuples()}
+            print(shares.to_string(index=False))
         print(f"board {name}:\n{table.to_string(index=False)}\n-> budgets {budgets}")
     if args.dry_run:
         return 0

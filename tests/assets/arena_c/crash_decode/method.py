@@ -1,0 +1,3 @@
+class Method:
+    def decode(self, layer):
+        raise RuntimeError("boom in decode")

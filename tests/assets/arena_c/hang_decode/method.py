@@ -1,0 +1,4 @@
+class Method:
+    def decode(self, layer):
+        while True:
+            pass
