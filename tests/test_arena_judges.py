@@ -152,6 +152,9 @@ def test_the_bundle_never_holds_test_items(tmp_path):
     text = json.dumps(bundle.as_prompt(), default=str)
     assert "secret" not in text and "private" not in text
     assert all(e.folder != bundle.folder for e in bundle.earlier)  # never its own earlier entry
+    from cachecraft_lib.arena.submission import load_submission
+
+    assert bundle.code_sha256 == load_submission(FRC).code_sha256  # a review names the code the ledger names
 
 
 # ----------------------------------------------------------------------------------------------- ledger
@@ -161,7 +164,7 @@ def _scored_ledger(tmp_path: Path) -> Ledger:
     ledger.append("baseline", {**base, "name": "snapkv", "overall": 0.50})
     sub = {"board": "A", "round": 1, "kind": "submission", "author": "agent9", "eligible": True, "moved": True,
            "best_before": "snapkv", "gain": 0.05, "gain_lo": 0.02}
-    ledger.append("submission", {**sub, "name": "echo-salience", "overall": 0.55, "code_sha256": "x"})
+    ledger.append("submission", {**sub, "name": "echo-salience", "overall": 0.55})
     ledger.append("points", {"board": "A", "name": "echo-salience", "author": "agent9", "points": 5.0,
                              "rule": "frozen_bar", "round": 1})
     return ledger
@@ -189,6 +192,18 @@ def test_a_recorded_flag_zeroes_points_and_the_chain_verifies(tmp_path):
     state2 = pd.concat([state, pd.DataFrame([{**honest, "flags": []}])], ignore_index=True)
     assert points.award("frozen_bar", state2, honest) == pytest.approx(5.0)
     assert points.award("frozen_bar", state2.drop(columns=["flags"]), honest) == 0.0  # without flags: its "best"
+
+
+def test_a_flag_applies_to_the_code_it_judged(tmp_path):
+    ledger = _scored_ledger(tmp_path)
+    bundle = load_bundle(ASSETS / "renamed_snapkv")
+    record_review(ledger, review(bundle), bundle, "A")
+    ledger.append("submission", {"board": "A", "round": 1, "kind": "submission", "author": "agent9",
+                                 "name": "echo-salience", "overall": 0.52, "code_sha256": bundle.code_sha256})
+    assert points.flagged(ledger.events()) == {("A", "echo-salience"): ("UNDISCLOSED_PRIOR_ART",)}  # same code
+    ledger.append("submission", {"board": "A", "round": 1, "kind": "submission", "author": "agent9",
+                                 "name": "echo-salience", "overall": 0.53, "code_sha256": "fixed"})
+    assert points.flagged(ledger.events()) == {}  # a new version awaits its own review
 
 
 def test_an_unflagged_review_keeps_the_points(tmp_path):

@@ -91,14 +91,24 @@ def _rule(rule: Rule | str) -> Rule:
 
 
 def flagged(events: list[dict]) -> dict[tuple[str, str], tuple[str, ...]]:
-    """(board, name) -> the flags of its reviews: each judge's latest review counts, any judge's flag stands."""
-    latest: dict[tuple[str, str, str], tuple[str, ...]] = {}
+    """(board, name) -> the flags of its reviews: each judge's latest review counts, any judge's flag stands.
+
+    A review judges one version of the code (``code_sha256``): when the entry's latest submission has other
+    code (a fixed method resubmitted under its name), the older reviews no longer apply to it.
+    """
+    code: dict[tuple[str, str], str] = {}
+    latest: dict[tuple[str, str, str], tuple[str | None, tuple[str, ...]]] = {}
     for event in events:
-        if event.get("kind") == "review":
-            data = event.get("payload", event)
-            latest[(data.get("board"), data.get("name"), data.get("judge", ""))] = tuple(data.get("flags") or ())
+        data = event.get("payload", event)
+        key = (data.get("board"), data.get("name"))
+        if event.get("kind") == "submission" and data.get("code_sha256"):
+            code[key] = data["code_sha256"]
+        elif event.get("kind") == "review":
+            latest[(*key, data.get("judge", ""))] = (data.get("code_sha256"), tuple(data.get("flags") or ()))
     out: dict[tuple[str, str], tuple[str, ...]] = {}
-    for (board, name, _), flags in latest.items():
+    for (board, name, _), (sha, flags) in latest.items():
+        if sha and code.get((board, name), sha) != sha:
+            continue
         out[(board, name)] = tuple(dict.fromkeys(out.get((board, name), ()) + flags))
     return {key: flags for key, flags in out.items() if flags}
 

@@ -55,6 +55,7 @@ class Bundle:
     metadata: dict[str, Any]
     dev_report: dict[str, Any] | None = None
     earlier: tuple[Entry, ...] = field(default=())
+    sha256: str = ""  # of method.py's bytes, as the ledger's submission events record it
 
     @property
     def name(self) -> str:
@@ -72,7 +73,7 @@ class Bundle:
 
     @property
     def code_sha256(self) -> str:
-        return hashlib.sha256(self.code.encode("utf-8")).hexdigest()
+        return self.sha256 or hashlib.sha256(self.code.encode("utf-8")).hexdigest()
 
     def as_prompt(self) -> dict[str, Any]:
         """The bundle as the JSON an LLM judge reads (earlier entries without code are listed by name)."""
@@ -113,7 +114,8 @@ def load_bundle(folder: str | Path, dev_report: str | Path | dict | None = None,
     report = _dev_report(folder, dev_report)
     own = (str(metadata.get("name") or folder.name), str(metadata.get("author") or "unknown"))
     return Bundle(folder.resolve(), code, description, metadata, report,
-                  _earlier(folder.resolve(), own, list(earlier), events or [], shipped))
+                  _earlier(folder.resolve(), own, list(earlier), events or [], shipped),
+                  hashlib.sha256((folder / METHOD_FILE).read_bytes()).hexdigest())
 
 
 def _dev_report(folder: Path, given: str | Path | dict | None) -> dict | None:
@@ -139,7 +141,7 @@ def _entry_from(folder: Path) -> Entry | None:
         return None
     desc_path = folder / DESCRIPTION_FILE
     return Entry(str(meta.get("name") or folder.name), str(meta.get("author") or "unknown"),
-                 hashlib.sha256(code.encode("utf-8")).hexdigest(), code,
+                 hashlib.sha256((folder / METHOD_FILE).read_bytes()).hexdigest(), code,
                  desc_path.read_text(encoding="utf-8") if desc_path.is_file() else "", folder.resolve())
 
 
