@@ -124,7 +124,7 @@ def _dev_report(folder: Path, given: str | Path | dict | None) -> dict | None:
     path = Path(given) if given is not None else folder / DEV_REPORT_FILE
     if not path.is_file():
         if given is not None:
-            raise BundleError(f"dev report {path} not found; run `cachecraft arena judge {folder} --board B "
+            raise BundleError(f"dev report {path} not found; run `cachecraft arena judge {folder} --board BOARD "
                               "--run-dev` to write one")
         return None
     try:

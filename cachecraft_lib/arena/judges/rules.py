@@ -100,8 +100,8 @@ def _copied(bundle: Bundle, others: list[Match], acts: dict[str, float], notes: 
     same = [k for k, v in sorted(acts.items(), key=lambda kv: -kv[1]) if v >= SAME]
     if same:
         ref = next(r for r in known_code() if r.name == f"arena form of {forms.METHOD[same[0]]}")
-        notes.append(f"the method behaves as {_what(ref)}: it keeps {acts[same[0]]:.2f} of what it keeps on the "
-                     "probe layers, whatever its code")
+        notes.append(f"the method behaves as {_what(ref)}: it keeps {acts[same[0]]:.2f} of the entries that form "
+                     "keeps on the probe layers, whatever its code")
         return ref
     return None
 
@@ -204,7 +204,7 @@ def _soundness(bundle: Bundle, notes: list[str], flags: list[str], details: dict
 def _effectiveness(bundle: Bundle, notes: list[str]) -> int:
     report = bundle.dev_report
     if report is None:
-        notes.append("effectiveness 0: no dev report (run `cachecraft arena judge DIR --board B --run-dev`)")
+        notes.append("effectiveness 0: no dev report (run `cachecraft arena judge DIR --board BOARD --run-dev`)")
         return 0
     scores, best = report.get("scores", {}), report.get("best_baseline")
     mine = scores.get(report.get("method") or bundle.name)
