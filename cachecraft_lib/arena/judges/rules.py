@@ -17,7 +17,8 @@
   judge's ``MISSTATED_METHOD``). A renamed baseline presented as new is exactly prior art left undisclosed.
   A copy of an earlier arena entry by another author that the DESCRIPTION does not name raises
   ``MISSING_ATTRIBUTION`` (the post: a DESCRIPTION names "any arena implementation it builds on"). A copy that
-  names its source is honest: novelty 0, no flag (and the gate gives a resubmitted method no points).
+  names its source is honest: novelty 0, no flag. (The gate alone does not stop a copy: a renamed SnapKV run
+  in the sandbox beats KVPress's SnapKV by its uncounted compression overhead, +0.0007 on the smoke profile.)
   The author's own earlier code (same ``author``, e.g. CacheCraft's FRC press for the FRC entry) is not copying.
 - **RULE_VIOLATION**: ``method.py`` breaks the submission rules (imports outside the allowed list, network,
   file or process access: ``submission``'s checks). A submission that is merely broken (no ``Method``, bad
