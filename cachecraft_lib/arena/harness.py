@@ -81,7 +81,10 @@ class Arena:
             from .math500 import math_items
 
             return math_items(board, split, secret, round_)
-        return board_items(board, split, self.model(board)[1], secret, round_, source=self._source())
+        items = board_items(board, split, self.model(board)[1], secret, round_, source=self._source())
+        if board.max_new_tokens is not None:  # board C bounds the answers it decodes under the cap
+            items["max_new_tokens"] = items["max_new_tokens"].clip(upper=board.max_new_tokens)
+        return items
 
     def run(self, board: Board, items: pd.DataFrame, contenders: list[Contender]) -> pd.DataFrame:
         model, tokenizer = self.model(board)

@@ -61,7 +61,10 @@ def _cmd_check(args: argparse.Namespace) -> int:
     from ..arena.submission import load_submission
 
     sub = load_submission(args.folder)
-    print(f"ok: {sub.name} by {sub.author}, boards {', '.join(sub.boards)}, code sha256 {sub.code_sha256[:12]}")
+    hooks = [h for h, on in (("score", sub.returns == "scores"), ("keep", sub.returns == "indices"),
+                             ("decode", sub.decode)) if on]
+    print(f"ok: {sub.name} by {sub.author}, boards {', '.join(sub.boards)}, hooks {', '.join(hooks)}, "
+          f"code sha256 {sub.code_sha256[:12]}")
     return 0
 
 
