@@ -8,6 +8,8 @@ BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 PROFILE ?= cpu
 STAMP := $(VENV)/.cachecraft-installed
+EXTRAS ?= instruct,ray,serve
+TEST_EXTRAS := $(VENV)/.cachecraft-test-extras
 
 .PHONY: install test reproduce lab lint clean-notebooks train-tiny
 
@@ -20,9 +22,14 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# The instruct-model tests need SmolLM2-135M-Instruct converted (once; skipped when the folder is complete).
-test: install
-	@$(BIN)/python -c "import gguf, ray" 2>/dev/null || $(BIN)/pip install --quiet --disable-pip-version-check -e ".[instruct,ray]"
+# The tests also cover the optional extras (the GGUF reader, Ray, the instruct model's OpenAI-compatible server);
+# they are installed again whenever pyproject.toml changes. The instruct-model tests need SmolLM2-135M-Instruct
+# converted (once; skipped when the folder is complete).
+$(TEST_EXTRAS): pyproject.toml $(STAMP)
+	$(BIN)/pip install --quiet --disable-pip-version-check -e ".[$(EXTRAS)]"
+	@touch $(TEST_EXTRAS)
+
+test: $(TEST_EXTRAS)
 	$(BIN)/cachecraft fetch-instruct
 	$(BIN)/python -m pytest -q
 
