@@ -73,6 +73,18 @@ class NoRepeatPipeline(KVPressTextGenerationPipeline):
         return str(self.tokenizer.decode(written, skip_special_tokens=True))
 
 
+def tokenwise_question(method: str) -> bool:
+    """Whether ``method``'s question is fed token by token: a property of the method, never of the sample.
+
+    Methods whose caches can differ in length between layers or carry head masks (``needs_tokenwise_question``:
+    whole-chunk selection, AdaKV, PyramidKV) are always fed token by token, even on a sample whose cache came
+    out even, every other method in one forward. In float32 the two feeds give the same answers (tests); in
+    bfloat16 they round differently, so a feed chosen sample by sample would mix two rounding paths in one
+    method's answers. (The grid's batched engine in float32 feeds every row in one forward: ``grid.runner``.)
+    """
+    return REGISTRY[method].needs_tokenwise_question
+
+
 def make_pipeline(model: Any, tokenizer: Any, tokenwise: bool = False) -> KVPressTextGenerationPipeline:
     """KVPress's pipeline (``tokenwise=False``) or the token-by-token question variant."""
     cls = TokenwiseQuestionPipeline if tokenwise else KVPressTextGenerationPipeline
@@ -106,7 +118,7 @@ class Answerer:
             context, question = context + press.delimiter_token + question, ""
         elif query_aware:
             context, question = context + question, ""
-        out = self.pipe(spec.needs_tokenwise_question)(context, question=question, answer_prefix=answer_prefix,
+        out = self.pipe(tokenwise_question(method))(context, question=question, answer_prefix=answer_prefix,
                                                        press=press, max_new_tokens=int(max_new_tokens))
         return out["answer"]
 

@@ -21,8 +21,9 @@ The cache is preallocated for the whole answer (no copy per token), and attentio
 (transformers' sdpa copies the whole cache per group whenever a mask is given).
 
 The attention mask needs sdpa or eager attention (flash attention takes no 4D mask): the grid falls back to
-decoding cell by cell there. ``tokenwise_question=True`` feeds the question one token at a time instead (for
-checking that both feeds agree).
+decoding cell by cell there. A row with ``tokenwise=True`` (the runner sets it from the method in reduced
+precision: ``runner._GroupRunner.question_feed``), or every row with ``tokenwise_question=True``, has its question
+fed one token at a time instead, in batches of such rows only.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ class CacheRow:
     question_ids: torch.Tensor  # (1, n)
     start: int  # position id of the first question token
     max_new_tokens: int
+    tokenwise: bool = False  # feed this row's question token by token (its method's feed; the runner decides)
 
     @classmethod
     def from_cache(cls, model: Any, cache: Any, question_ids: torch.Tensor, start: int,
@@ -125,17 +127,22 @@ def default_batch_size(rows: list[CacheRow], device: torch.device) -> int:
 
 def decode_rows(model: Any, tokenizer: Any, rows: list[CacheRow], batch_size: int | None = None,
                 tokenwise_question: bool = False) -> list[str]:
-    """The greedy answer of every row, decoded ``batch_size`` rows at a time (rows sorted by cache size)."""
+    """The greedy answer of every row, decoded ``batch_size`` rows at a time (rows sorted by cache size).
+
+    Rows whose question is fed token by token (``row.tokenwise``, or every row with ``tokenwise_question``) are
+    decoded in batches of their own, so that a row's feed never depends on the rows it is batched with."""
     if not rows:
         return []
     size = batch_size or default_batch_size(rows, model.device)
-    order = sorted(range(len(rows)), key=lambda i: rows[i].nbytes())
     answers: list[str] = [""] * len(rows)
-    for begin in range(0, len(order), size):
-        chunk = order[begin:begin + size]
-        for i, text in zip(chunk, _BatchDecoder(model, [rows[i] for i in chunk]).run(tokenizer, tokenwise_question),
-                           strict=True):
-            answers[i] = text
+    for tokenwise in (False, True):
+        same_feed = [i for i, r in enumerate(rows) if (tokenwise_question or r.tokenwise) == tokenwise]
+        order = sorted(same_feed, key=lambda i: rows[i].nbytes())
+        for begin in range(0, len(order), size):
+            chunk = order[begin:begin + size]
+            for i, text in zip(chunk, _BatchDecoder(model, [rows[i] for i in chunk]).run(tokenizer, tokenwise),
+                               strict=True):
+                answers[i] = text
     return answers
 
 

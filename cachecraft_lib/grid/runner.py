@@ -33,7 +33,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..models import load_model
-from ..pipeline import Answerer
+from ..pipeline import Answerer, tokenwise_question
 from ..prefill import SharedPrefill
 from ..presses import REGISTRY, make_press
 from ..ruler import load
@@ -211,10 +211,22 @@ class _GroupRunner:
     def _row(self, job: _Job, row: Any, shared: SharedPrefill | None, question_ids: torch.Tensor | None) -> CacheRow:
         """The job's compressed cache, ready for the batched decoder."""
         if job.own_prefill:
-            return own_prefill_row(self.answerer, job.cell, row.context, row.question, row.answer_prefix,
-                                   int(row.max_new_tokens))
-        cache = shared.cache_for(make_press(job.cell.method, job.cell.ratio))
-        return CacheRow.from_cache(self.model, cache, question_ids, shared.context_length, int(row.max_new_tokens))
+            cache_row = own_prefill_row(self.answerer, job.cell, row.context, row.question, row.answer_prefix,
+                                        int(row.max_new_tokens))
+        else:
+            cache = shared.cache_for(make_press(job.cell.method, job.cell.ratio))
+            cache_row = CacheRow.from_cache(self.model, cache, question_ids, shared.context_length,
+                                            int(row.max_new_tokens))
+        cache_row.tokenwise = self.question_feed(job.cell) == "tokenwise"
+        return cache_row
+
+    def question_feed(self, cell: Cell) -> str:
+        """How ``cell``'s question is fed, the same for every sample: the method's feed
+        (``pipeline.tokenwise_question``), except in the batched engine in float32, which feeds every row in one
+        forward (there both feeds give the same answers, and one forward is faster)."""
+        if self.mode == "batched" and self.model.dtype == torch.float32:
+            return "batched"
+        return "tokenwise" if tokenwise_question(cell.method) else "batched"
 
     def _decode(self, jobs: list[_Job], rows: list[CacheRow], index: int) -> list[str | None]:
         """One batched decode; if it raises, each row alone, so that only the row that fails is lost."""
@@ -263,18 +275,17 @@ class _GroupRunner:
         decode = sum(r["seconds"] for r in job.done.values())
         prefill = self.prefill_s[job.cell.key]
         return {"decode_s": round(decode, 3), "shared_prefill_s": round(prefill, 3),
-                "total_s": round(decode + prefill, 3), "decode_mode": self.mode}
+                "total_s": round(decode + prefill, 3), "decode_mode": self.mode,
+                "question_feed": self.question_feed(job.cell)}
 
 
 def answer_one(answerer: Answerer, shared: SharedPrefill, cell: Cell, question_ids: torch.Tensor,
                max_new_tokens: int) -> str:
-    """One cell's answer from the shared prefill through KVPress's pipeline (token by token where it must)."""
+    """One cell's answer from the shared prefill through KVPress's pipeline, with the method's question feed
+    (``pipeline.tokenwise_question``: the same for every sample)."""
     press = make_press(cell.method, cell.ratio)
     cache = shared.cache_for(press)
-    uneven = len({cache.get_seq_length(i) for i in range(len(cache))}) > 1  # e.g. a short last chunk kept
-    masks = any(getattr(layer.self_attn, "masked_key_indices", None) is not None
-                for layer in answerer.model.model.layers)
-    pipe = answerer.pipe(REGISTRY[cell.method].needs_tokenwise_question and (uneven or masks))
+    pipe = answerer.pipe(tokenwise_question(cell.method))  # the method's feed, whatever this sample's cache
     try:
         with torch.no_grad():
             return pipe.generate_answer(question_ids, cache, shared.context_length, int(max_new_tokens))
