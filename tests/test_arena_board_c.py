@@ -275,3 +275,18 @@ def test_grade_without_math_verify_falls_back_to_normalised_strings(monkeypatch)
     monkeypatch.setattr(builtins, "__import__", no_math_verify)
     assert grade(r"\boxed{\dfrac{1}{2}}", r"\frac{1}{2}") and not grade(r"\boxed{0.5}", r"\frac{1}{2}")
     assert normalise(r"\left(1, 2\right).") == "(1,2)" and json.dumps(normalise(" 7.00 ")) == '"7"'
+
+
+def test_board_c_refuses_contenders_without_a_decode_time_method(tiny_model):
+    from cachecraft_lib.arena.board_c import DecodeBoardRunner
+    from cachecraft_lib.arena.evaluate import baseline_contender, submission_contender
+
+    runner = DecodeBoardRunner(*tiny_model, load_board("smoke", "C"))
+    with pytest.raises(BoardError, match="no decode-time method"):
+        runner.run(pd.DataFrame(), [baseline_contender("snapkv")])
+    prefill_only = load_submission(Path(__file__).parent / "assets" / "arena" / "good_scores")
+    with pytest.raises(SubmissionError, match="must define decode"):
+        runner.run(pd.DataFrame(), [submission_contender(prefill_only)])
+    assert baseline_contender("h2o").decode is not None  # decode-time only ...
+    with pytest.raises(ValueError, match="decode-time method only"):
+        baseline_contender("h2o").build(0.5)  # ... it has no prefill press

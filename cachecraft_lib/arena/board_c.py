@@ -73,9 +73,18 @@ class DecodeBoardRunner:
     def run(self, items: pd.DataFrame, contenders: Iterable[Contender], progress: bool = True) -> pd.DataFrame:
         """One row per (contender, cap, item); the full cache always runs (budget 1.0, method ``full``)."""
         contenders = [c for c in contenders if c.name != FULL]
-        missing = [c.name for c in contenders if c.decode is None]
-        if missing:
-            raise ValueError(f"board {self.board.name} evicts while decoding; {missing} have no decode-time method")
+        for c in contenders:
+            if c.decode is not None:
+                continue
+            if c.kind == "submission":
+                from .submission import SubmissionError
+
+                raise SubmissionError("bad_method", f"board {self.board.name} evicts while decoding: class Method "
+                                                    "must define decode(layer)")
+            from .boards import BoardError
+
+            raise BoardError(f"{c.name} has no decode-time method; board {self.board.name}'s baselines: "
+                             f"{', '.join(self.board.baselines)}")
         rows: list[dict] = []
         groups = list(items.groupby("context_id", sort=False))
         for _, group in tqdm(groups, desc=f"board {self.board.name}: contexts", disable=not progress, leave=False):
