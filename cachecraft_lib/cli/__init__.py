@@ -8,9 +8,9 @@ from __future__ import annotations
 import argparse
 import logging
 
-from . import arena, evolve, grid, latency, suite, tiny
+from . import arena, evolve, grid, latency, serve, suite, tiny
 
-GROUPS = (suite, tiny, grid, latency, evolve, arena)
+GROUPS = (suite, tiny, grid, latency, evolve, serve, arena)
 
 
 def build_parser() -> argparse.ArgumentParser:

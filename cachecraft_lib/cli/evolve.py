@@ -18,12 +18,32 @@ def _cmd_evolve(args: argparse.Namespace) -> int:
     iterations = args.iterations or profile.search_iterations
     print(f"cachecraft evolve: seed {args.seed}, {iterations} iterations, mutator {args.mutator} -> {out}")
     llm = {} if args.mutator == "offline" else {"ollama_model": args.llm_model, "api_base": args.api_base,
-                                                "api_key": args.api_key}
-    best = evolve(args.seed, iterations, out, profile, mutator=args.mutator, adversarial=args.adversarial,
-                  ratio=args.ratio, random_seed=args.random_seed, resume=not args.fresh, **llm)
+                                                "api_key": args.api_key, "max_tokens": args.max_tokens}
+    failure = None
+    try:
+        best = evolve(args.seed, iterations, out, profile, mutator=args.mutator, adversarial=args.adversarial,
+                      ratio=args.ratio, random_seed=args.random_seed, resume=not args.fresh, **llm)
+    except RuntimeError as err:  # no candidate at all, every child failed, the fresh process failed: say why
+        best, failure = None, err
     if best is not None:
         print(f"best program {best.id}: {best.metrics}")
+    if args.mutator != "offline":
+        _report_llm_run(out)
+    if failure is not None:
+        print(f"cachecraft evolve: the search stopped: {failure}")
+        return 1
     return 0
+
+
+def _report_llm_run(out: Path) -> None:
+    """Each iteration's verdict, and where the prompts and answers are."""
+    from ..search.exchanges import verdicts, write_exchanges
+
+    table = verdicts(out)
+    if len(table):
+        print(table[["iteration", "outcome", "reason", "prompt_chars", "response_chars"]]
+              .to_string(index=False, max_colwidth=90))
+        print(f"what OpenEvolve sent and the LLM answered, iteration by iteration: {write_exchanges(out)}")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -39,6 +59,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     ev.add_argument("--llm-model", default="qwen3.5:35b-a3b-q4_K_M", help="model name for ollama/openai")
     ev.add_argument("--api-base", default="http://localhost:11434/v1", help="OpenAI-compatible base URL")
     ev.add_argument("--api-key", default="ollama", help="API key (Ollama accepts any non-empty string)")
+    ev.add_argument("--max-tokens", type=int, default=8192,
+                    help="cap on each LLM answer (ollama/openai); e.g. 256 for a small model served on a CPU")
     ev.add_argument("--adversarial", type=float, default=0.0, help="probability of proposing a reward hack (offline)")
     ev.add_argument("--profile", default="cpu", choices=sorted(PROFILES))
     ev.add_argument("--ratio", type=float, default=0.83, help="compression ratio of the search (paper: 0.83)")

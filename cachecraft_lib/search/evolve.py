@@ -26,6 +26,7 @@ from ..profiles import Profile
 from . import health
 from .cascade import CONFIG_ENV, PAPER_GATE, PAPER_SEED_S1, SearchSettings
 from .determinism import deterministic_ids, hash_seed_fixed, restore_ids
+from .exchanges import write_exchanges
 from .mutator import OFFLINE_NAME, SYSTEM_MESSAGE, init_offline_client
 from .seeds import seed_path
 
@@ -37,6 +38,11 @@ OLLAMA_BASE = "http://localhost:11434/v1"
 # turns into a different run (a timed-out evaluation leaves its thread running and changes what follows).
 EVALUATION_BACKSTOP_S = 6 * 3600
 WORKER_TASKS = 10**9
+LLM_MAX_TOKENS = 8192
+
+
+class NoCandidates(RuntimeError):
+    """No iteration of a run produced a program (e.g. an LLM that never answers with an applicable diff)."""
 
 
 def settings_for(profile: Profile, seed: str | Path, ratio: float = 0.83) -> SearchSettings:
@@ -51,8 +57,9 @@ def settings_for(profile: Profile, seed: str | Path, ratio: float = 0.83) -> Sea
 
 def build_config(iterations: int, mutator: str = "offline", seed: int = 42, adversarial: float = 0.0,
                  gate_score: float | None = None, islands: int = 2, ollama_model: str = OLLAMA_MODEL,
-                 api_base: str = OLLAMA_BASE, api_key: str = "ollama"):
-    """OpenEvolve's ``Config`` for CacheCraft: one worker, seeded, the cascade evaluator and its gate."""
+                 api_base: str = OLLAMA_BASE, api_key: str = "ollama", max_tokens: int = LLM_MAX_TOKENS):
+    """OpenEvolve's ``Config`` for CacheCraft: one worker, seeded, the cascade evaluator and its gate.
+    ``max_tokens`` caps each LLM answer (a small model on a CPU server needs a small cap to finish in time)."""
     from openevolve.config import Config, LLMModelConfig
 
     cfg = Config()
@@ -87,7 +94,7 @@ def build_config(iterations: int, mutator: str = "offline", seed: int = 42, adve
         model = LLMModelConfig(name=name, weight=1.0, init_client=init_offline_client)
     elif mutator in ("ollama", "openai"):  # any OpenAI-compatible endpoint; the default is a local Ollama
         model = LLMModelConfig(name=ollama_model, weight=1.0, api_base=api_base, api_key=api_key, temperature=0.7,
-                               max_tokens=8192, timeout=600, retries=2, retry_delay=5, random_seed=seed)
+                               max_tokens=max_tokens, timeout=600, retries=2, retry_delay=5, random_seed=seed)
     else:
         raise ValueError(f"mutator must be 'offline', 'ollama' or 'openai', not {mutator!r}")
     cfg.llm.models = [model]
@@ -154,6 +161,7 @@ async def _evolve_here(seed: str | Path, iterations: int, out: Path, profile: Pr
                        gate: float | None, llm: dict[str, Any]):
     """The search in this process, from ``checkpoint`` (None: from the seed)."""
     from openevolve import OpenEvolve
+    from openevolve.controller import EvolutionFailedError
 
     settings = settings_for(profile, seed, ratio)
     settings.gate = gate
@@ -184,8 +192,14 @@ async def _evolve_here(seed: str | Path, iterations: int, out: Path, profile: Pr
             if controller.parallel_controller is not None:
                 controller.parallel_controller.request_shutdown()
 
-        return await health.watch(run, out, health.offset(out), stop)
+        try:
+            return await health.watch(run, out, health.offset(out), stop)
+        except EvolutionFailedError as err:
+            raise NoCandidates(f"{err}. No iteration gave a program to evaluate; each one's reason and what the "
+                               f"mutator answered: {out / 'llm_exchanges.md'}") from err
     finally:
+        if mutator != "offline":
+            write_exchanges(out)  # what the LLM was sent and answered, and each answer's verdict
         restore_ids()
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
