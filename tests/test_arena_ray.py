@@ -1,0 +1,160 @@
+"""The arena's evaluations on Ray (``arena/ray_eval.py``): the serial run's dev baselines file and ledger values,
+a baseline that raises reported while the others are recorded, a killed worker retried without recomputing a
+finished context. On the smoke board A cut to one item per task and one budget (3 contexts)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from kvpress import BasePress
+
+from cachecraft_lib.arena.baselines import BASELINES, Baseline
+from cachecraft_lib.arena.harness import Arena
+
+pytestmark = pytest.mark.slow
+SECRET = b"arena-ray-test-secret-0123456789"
+RAISES = "raises_test"
+
+
+@dataclass
+class _RaisingPress(BasePress):
+    """A press that fails half-way through the layers, as a buggy method would."""
+
+    compression_ratio: float = 0.0
+
+    def compress(self, module, hidden_states, keys, values, attentions, kwargs):
+        if module.layer_idx == 1:
+            raise RuntimeError("test press raised on purpose")
+        return keys, values
+
+
+def _small(arena: Arena, baselines: tuple[str, ...] = ("snapkv", "random", "full")) -> Arena:
+    """Smoke board A with one item per task (3 contexts), one budget and few baselines."""
+    board = arena.boards["A"]
+    arena.boards["A"] = replace(board, budgets=(0.5,), items={"dev": 1, "test": 1}, baselines=baselines)
+    return arena
+
+
+def _worker_hook(control: str):
+    """Run in every Ray worker: logs each context a board runner finishes, and makes the first worker to
+    start its context number ``kill_after`` + 1 kill itself (SIGKILL), once per test."""
+    def setup() -> None:
+        from cachecraft_lib.arena import evaluate
+
+        folder, real_run, calls = Path(control), evaluate.BoardRunner.run, {}
+
+        def run(self, items, contenders, progress=True):
+            kill = folder / "kill_after"
+            if kill.exists():
+                key = kill.stat().st_mtime_ns
+                calls[key] = calls.get(key, 0) + 1
+                if calls[key] > int(kill.read_text()):
+                    try:
+                        with open(folder / "killed", "x") as f:
+                            f.write(str(os.getpid()))
+                    except FileExistsError:
+                        pass
+                    else:
+                        os.kill(os.getpid(), signal.SIGKILL)
+            rows = real_run(self, items, contenders, progress)
+            with open(folder / "contexts.log", "a") as f:
+                f.write(json.dumps([items.context_id.iloc[0], sorted(set(rows.method)), os.getpid()]) + "\n")
+            return rows
+
+        evaluate.BoardRunner.run = run
+    return setup
+
+
+@pytest.fixture(scope="module")
+def ray_cluster(tmp_path_factory):
+    ray = pytest.importorskip("ray")
+    control = tmp_path_factory.mktemp("ray_control")
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             runtime_env={"worker_process_setup_hook": _worker_hook(str(control))})
+    yield control
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def serial(tmp_path_factory):
+    """The serial path's dev baselines rows and file name, a dev report, ledger payloads and private test values."""
+    from cachecraft_lib.arena.evaluate import baseline_contender
+
+    arena = _small(Arena("smoke", tmp_path_factory.mktemp("serial"), progress=False))
+    dev = arena.dev_baselines(arena.boards["A"])
+    name = next((arena.root / "dev" / "A").glob("baselines-*.parquet")).name
+    report = arena.dev("A", baseline_contender("tova"))
+    arena.record_baselines("A", SECRET)
+    return dev, _ledger(arena), _private(arena), name, report
+
+
+def _ledger(arena: Arena) -> dict[str, dict]:
+    return {e["payload"]["name"]: {k: v for k, v in e["payload"].items() if k != "time"}
+            for e in arena.ledger.events() if e["kind"] == "baseline"}
+
+
+def _private(arena: Arena) -> dict[str, pd.DataFrame]:
+    return {p.stem: pd.read_parquet(p) for p in sorted((arena.root / "private").glob("round1/A/*.parquet"))}
+
+
+def _contexts_log(control: Path) -> list[tuple[str, tuple[str, ...], int]]:
+    path = control / "contexts.log"
+    lines = path.read_text().splitlines() if path.exists() else []
+    return [(c, tuple(m), pid) for c, m, pid in map(json.loads, lines)]
+
+
+def test_ray_baselines_and_dev_equal_the_serial_run(ray_cluster, serial, tmp_path):
+    from cachecraft_lib.arena.evaluate import baseline_contender
+    from cachecraft_lib.arena.ray_eval import RayArena, ray_baselines, ray_dev
+
+    dev, ledger, private, name, serial_report = serial
+    with _small(RayArena("smoke", tmp_path, progress=False, contexts_per_chunk=1)) as arena:
+        out = ray_baselines(arena, ["A"], SECRET)
+        report = ray_dev(arena, "A", baseline_contender("tova"))
+    assert out["A"][1] == {} and report["failed_baselines"] == {}
+    assert _ledger(arena) == ledger  # the same ledger values (eligibility, intervals) ...
+    assert _private(arena).keys() == private.keys()
+    for baseline, units in private.items():  # ... and the same private per-context test values
+        pd.testing.assert_frame_equal(_private(arena)[baseline], units)
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "dev" / "A" / name), dev)  # the serial file, same name
+    pd.testing.assert_frame_equal(report["scores"], serial_report["scores"])  # `arena dev` reports the same
+    assert (report["best_baseline"], report["gain"]) == (serial_report["best_baseline"], serial_report["gain"])
+    assert not any(tmp_path.rglob("ray-parts/*"))  # parts are removed once a board is recorded
+
+
+def test_a_raising_baseline_is_reported_and_the_others_are_recorded(ray_cluster, serial, tmp_path, monkeypatch):
+    from cachecraft_lib.arena.ray_eval import RayArena, ray_baselines
+
+    monkeypatch.setitem(BASELINES, RAISES, Baseline(RAISES, lambda r: _RaisingPress(r), "raises on purpose"))
+    with _small(RayArena("smoke", tmp_path, progress=False), ("snapkv", RAISES, "random", "full")) as arena:
+        scores, failed = ray_baselines(arena, ["A"], SECRET)["A"]
+    assert failed == {RAISES: "RuntimeError: test press raised on purpose"}
+    assert sorted(scores.index) == ["full", "random", "snapkv"]
+    assert _ledger(arena) == serial[1]  # recorded as if the raising baseline had not been asked for
+    assert any((tmp_path / "private" / "ray-parts" / "A").rglob("baseline-snapkv.parquet"))  # kept for a re-run
+
+
+def test_a_killed_worker_is_retried_and_recomputes_no_finished_context(ray_cluster, serial, tmp_path):
+    from cachecraft_lib.arena.ray_eval import RayArena
+
+    control = ray_cluster
+    (control / "contexts.log").unlink(missing_ok=True)
+    (control / "kill_after").write_text("1")  # a worker dies starting its second context
+    try:
+        with _small(RayArena("smoke", tmp_path, progress=False, contexts_per_chunk=3, workers=1)) as arena:
+            rows = arena.dev_baselines(arena.boards["A"])
+    finally:
+        (control / "kill_after").unlink()
+    assert (control / "killed").exists()
+    log = _contexts_log(control)
+    assert len({pid for *_, pid in log}) == 2  # contexts came from the killed worker and its restart ...
+    assert len({c for c, *_ in log}) == len(log) == 3  # ... and none was computed twice
+    pd.testing.assert_frame_equal(rows, serial[0])
