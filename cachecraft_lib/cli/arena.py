@@ -26,6 +26,7 @@ def _known_errors() -> tuple[type[BaseException], ...]:
 
     errors: list[type[BaseException]] = [BoardError, FileNotFoundError]
     for module, names in (("submission", ("SubmissionError",)), ("splits", ("SecretMissing",)),
+                          ("calibrate", ("CalibrationFailed",)),
                           ("ledger", ("LedgerTampered", "RateLimited"))):
         try:
             mod = __import__(f"cachecraft_lib.arena.{module}", fromlist=list(names))
