@@ -60,14 +60,19 @@ async def run_spec(spec: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     from .determinism import hash_seed_fixed
-    from .evolve import evolve
+    from .evolve import NoCandidates, evolve
+    from .health import EveryChildFailed
 
     spec = json.loads(Path((argv or sys.argv[1:])[0]).read_text())
     if not hash_seed_fixed():  # never recurse: this process exists to have the fixed seed
         raise SystemExit("cachecraft_lib.search.fresh must run with PYTHONHASHSEED=0")
     profile = profile_from_dict(spec.pop("profile"))
     llm = spec.pop("llm", {})
-    best = evolve(profile=profile, isolate=False, **spec, **llm)
+    try:
+        best = evolve(profile=profile, isolate=False, **spec, **llm)
+    except (NoCandidates, EveryChildFailed) as err:  # said plainly; the parent reports the exit code
+        print(f"{type(err).__name__}: {err}", flush=True)
+        return 1
     if best is not None:
         print(f"best program {best.id}: {best.metrics}")
     return 0
