@@ -6,6 +6,10 @@ on a model folder, by default SmolLM2-135M-Instruct converted by ``cachecraft fe
 ``/v1/models`` answers, and stops it on exit. A 135M model writes mostly unusable diffs: this server exercises
 the path (what OpenEvolve sends, what it parses, every child's verdict), it does not find better policies.
 
+``transformers serve`` samples only when the model's generation config enables ``do_sample``; the converted
+SmolLM2 folder does not, so its answers are greedy (OpenEvolve's temperature is ignored, its per-iteration seed
+changes nothing) and the same prompt gets the same answer.
+
 On a CPU shared with other work, give ``threads=1``: torch's OpenMP threads spin while waiting for a busy core,
 and decoding ran 20x slower with two threads than with one on this project's 2-core machine.
 """
