@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -121,6 +123,57 @@ def test_estimate_command_prints_hours_for_n_gpus(capsys):
 
 
 # ------------------------------------------------------------------------------------------- on Ray
+def _cachecraft_grid_ray(out: Path) -> list[str]:
+    """The smoke grid on a local Ray cluster; each (model, length) task asks for every CPU Ray sees, so the
+    two groups run one after the other and the second is still running when the first one's cells finish."""
+    from ray._private.utils import get_num_cpus
+
+    return [str(Path(sys.executable).parent / "cachecraft"), "grid", "--profile", "smoke", "--ray", "--out",
+            str(out), "--cpus-per-task", str(get_num_cpus())]
+
+
+def _finished(out: Path) -> dict[str, int]:
+    return {p.parent.name: p.stat().st_mtime_ns for p in out.glob("*/result.json")}
+
+
+@pytest.mark.slow
+def test_ctrl_c_cancels_cleanly_leaves_no_ray_process_and_a_rerun_resumes(tmp_path):
+    """SIGINT to the process group (a terminal's Ctrl-C) once the first group's cells are finished."""
+    pytest.importorskip("ray")
+    psutil = pytest.importorskip("psutil")
+    out, log = tmp_path / "grid", tmp_path / "run.log"
+    with open(log, "w") as f:
+        proc = subprocess.Popen(_cachecraft_grid_ray(out), stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not _finished(out) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert proc.poll() is None and _finished(out), log.read_text()[-2000:]
+        ray_procs = psutil.Process(proc.pid).children(recursive=True)
+        assert any("raylet" in " ".join(p.cmdline()) for p in ray_procs)  # a local cluster is up
+        os.killpg(proc.pid, signal.SIGINT)
+        sent = time.monotonic()
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    waited = time.monotonic() - sent
+    text = log.read_text()
+    assert proc.returncode != 0 and waited < 30, (waited, text[-2000:])  # promptly, and not as a success
+    assert "interrupted: Ray tasks cancelled; finished cells are saved" in text, text[-2000:]
+    _, alive = psutil.wait_procs(ray_procs, timeout=15)
+    assert not alive, [(p.pid, " ".join(p.cmdline())[:80]) for p in alive]  # no Ray process left behind
+
+    finished = _finished(out)
+    cells = grid_cells(get_profile("smoke"))
+    assert 0 < len(finished) < len(cells)  # the second group was interrupted
+    again = subprocess.run(_cachecraft_grid_ray(out), capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-2000:]
+    after = _finished(out)
+    assert sorted(after) == sorted(c.key for c in cells)
+    assert {k: after[k] for k in finished} == finished  # the finished cells were not recomputed
+
+
 def _worker_hook(control: str):
     """Run in every Ray worker: registers the raising press, logs every answer appended to the store, and
     makes a worker kill itself (SIGKILL) before its decode number ``kill_after`` + 1, once per test."""
