@@ -153,6 +153,10 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
             items = arena.items(board, "dev")
             measured["rows"] = arena.run(b, items, [baseline_contender(x) for x in board.baselines])
             measured["contexts"] = items.context_id.nunique()
+            kept = arena.root / "calibration" / f"{board.name}-rows.parquet"  # kept even if no budget fits
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            measured["rows"].to_parquet(kept)
+            print(f"every baseline's rows at every candidate: {kept}")
             return measured["rows"]
 
         budgets, table = calibrate_board(run, board, tuple(args.candidates or CANDIDATES))
