@@ -1,10 +1,9 @@
 """The arena's evaluations on Ray (``arena/ray_eval.py``): the serial run's dev baselines file and ledger values,
 a baseline that raises reported while the others are recorded, a killed worker retried without recomputing a
-finished context. On the smoke board A cut to one item per task and one budget (3 contexts)."""
+finished context. On the smoke board A cut to two tasks, one item per task and one budget (2 contexts per split)."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
@@ -35,41 +34,34 @@ class _RaisingPress(BasePress):
         return keys, values
 
 
-def _small(arena: Arena, baselines: tuple[str, ...] = ("snapkv", "random", "full")) -> Arena:
-    """Smoke board A with one item per task (3 contexts), one budget and few baselines."""
+def _small(arena: Arena, baselines: tuple[str, ...] = ("snapkv", "full")) -> Arena:
+    """Smoke board A with two tasks, one item per task (2 contexts per split), one budget, one baseline."""
     board = arena.boards["A"]
-    arena.boards["A"] = replace(board, budgets=(0.5,), items={"dev": 1, "test": 1}, baselines=baselines)
+    arena.boards["A"] = replace(board, budgets=(0.5,), items={"dev": 1, "test": 1}, baselines=baselines,
+                                tasks=("niah_single_1", "vt"))
     return arena
 
 
-def _worker_hook(control: str):
-    """Run in every Ray worker: logs each context a board runner finishes, and makes the first worker to
-    start its context number ``kill_after`` + 1 kill itself (SIGKILL), once per test."""
-    def setup() -> None:
-        from cachecraft_lib.arena import evaluate
+def _killing_snapkv(control: Path):
+    """SnapKV's press, built in the worker; the worker kills itself (SIGKILL) at its second context, once:
+    each build that goes on is logged with the worker's pid (one build per context at one budget)."""
+    def build(ratio: float):
+        from cachecraft_lib.presses import make_press
 
-        folder, real_run, calls = Path(control), evaluate.BoardRunner.run, {}
-
-        def run(self, items, contenders, progress=True):
-            kill = folder / "kill_after"
-            if kill.exists():
-                key = kill.stat().st_mtime_ns
-                calls[key] = calls.get(key, 0) + 1
-                if calls[key] > int(kill.read_text()):
-                    try:
-                        with open(folder / "killed", "x") as f:
-                            f.write(str(os.getpid()))
-                    except FileExistsError:
-                        pass
-                    else:
-                        os.kill(os.getpid(), signal.SIGKILL)
-            rows = real_run(self, items, contenders, progress)
-            with open(folder / "contexts.log", "a") as f:
-                f.write(json.dumps([items.context_id.iloc[0], sorted(set(rows.method)), os.getpid()]) + "\n")
-            return rows
-
-        evaluate.BoardRunner.run = run
-    return setup
+        builds = control / f"builds-{os.getpid()}"
+        count = len(builds.read_text()) if builds.exists() else 0
+        if count == 1:
+            try:
+                with open(control / "killed", "x") as f:
+                    f.write(str(os.getpid()))
+            except FileExistsError:
+                pass
+            else:
+                os.kill(os.getpid(), signal.SIGKILL)
+        with open(builds, "a") as f:
+            f.write("x")
+        return make_press("snapkv", ratio)
+    return build
 
 
 @pytest.fixture(scope="module")
@@ -77,8 +69,7 @@ def ray_cluster(tmp_path_factory):
     ray = pytest.importorskip("ray")
     control = tmp_path_factory.mktemp("ray_control")
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             runtime_env={"worker_process_setup_hook": _worker_hook(str(control))})
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield control
     ray.shutdown()
 
@@ -105,12 +96,6 @@ def _private(arena: Arena) -> dict[str, pd.DataFrame]:
     return {p.stem: pd.read_parquet(p) for p in sorted((arena.root / "private").glob("round1/A/*.parquet"))}
 
 
-def _contexts_log(control: Path) -> list[tuple[str, tuple[str, ...], int]]:
-    path = control / "contexts.log"
-    lines = path.read_text().splitlines() if path.exists() else []
-    return [(c, tuple(m), pid) for c, m, pid in map(json.loads, lines)]
-
-
 def test_ray_baselines_and_dev_equal_the_serial_run(ray_cluster, serial, tmp_path):
     from cachecraft_lib.arena.evaluate import baseline_contender
     from cachecraft_lib.arena.ray_eval import RayArena, ray_baselines, ray_dev
@@ -134,27 +119,27 @@ def test_a_raising_baseline_is_reported_and_the_others_are_recorded(ray_cluster,
     from cachecraft_lib.arena.ray_eval import RayArena, ray_baselines
 
     monkeypatch.setitem(BASELINES, RAISES, Baseline(RAISES, lambda r: _RaisingPress(r), "raises on purpose"))
-    with _small(RayArena("smoke", tmp_path, progress=False), ("snapkv", RAISES, "random", "full")) as arena:
+    with _small(RayArena("smoke", tmp_path, progress=False), ("snapkv", RAISES, "full")) as arena:
         scores, failed = ray_baselines(arena, ["A"], SECRET)["A"]
     assert failed == {RAISES: "RuntimeError: test press raised on purpose"}
-    assert sorted(scores.index) == ["full", "random", "snapkv"]
+    assert sorted(scores.index) == ["full", "snapkv"]
     assert _ledger(arena) == serial[1]  # recorded as if the raising baseline had not been asked for
     assert any((tmp_path / "private" / "ray-parts" / "A").rglob("baseline-snapkv.parquet"))  # kept for a re-run
 
 
 def test_a_killed_worker_is_retried_and_recomputes_no_finished_context(ray_cluster, serial, tmp_path):
+    from cachecraft_lib.arena.evaluate import Contender
+    from cachecraft_lib.arena.items import board_items
     from cachecraft_lib.arena.ray_eval import RayArena
 
-    control = ray_cluster
-    (control / "contexts.log").unlink(missing_ok=True)
-    (control / "kill_after").write_text("1")  # a worker dies starting its second context
-    try:
-        with _small(RayArena("smoke", tmp_path, progress=False, contexts_per_chunk=3, workers=1)) as arena:
-            rows = arena.dev_baselines(arena.boards["A"])
-    finally:
-        (control / "kill_after").unlink()
-    assert (control / "killed").exists()
-    log = _contexts_log(control)
-    assert len({pid for *_, pid in log}) == 2  # contexts came from the killed worker and its restart ...
-    assert len({c for c, *_ in log}) == len(log) == 3  # ... and none was computed twice
-    pd.testing.assert_frame_equal(rows, serial[0])
+    control = ray_cluster / "kill"
+    control.mkdir()
+    killer = Contender("snapkv_killing", _killing_snapkv(control))
+    with _small(RayArena("smoke", tmp_path, progress=False, contexts_per_chunk=2, workers=1)) as arena:
+        board = arena.boards["A"]
+        rows = arena.run(board, board_items(board, "dev", arena.model()[1], source="offline"), [killer])
+    assert (control / "killed").exists()  # the worker died at its second context ...
+    builds = {p.name: len(p.read_text()) for p in control.glob("builds-*")}
+    assert sorted(builds.values()) == [1, 1]  # ... its first was kept, its restart computed only the second
+    expected = serial[0][serial[0].method.isin(["full", "snapkv"])].reset_index(drop=True)
+    pd.testing.assert_frame_equal(rows.replace({"method": {killer.name: "snapkv"}}), expected)
