@@ -85,6 +85,7 @@ def test_instruct_step_on_cpu(tmp_path):
     feeds = record["feeds_bfloat16"]
     assert all(f["n"] == 2 for f in feeds.values())
     assert feeds["snapkv"]["pipeline_n"] == 2 and not feeds["snapkv"]["pipeline_errors"]  # the stock feed runs
+    assert feeds["frc"]["pipeline_n"] == 0  # not asked of KVPress's one-forward feed (uneven caches)
 
 
 def test_paper_step_skips_without_cached_weights_and_checks_chat_prompts(tmp_path, monkeypatch, tokenizer):
