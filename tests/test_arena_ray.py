@@ -143,3 +143,16 @@ def test_a_killed_worker_is_retried_and_recomputes_no_finished_context(ray_clust
     assert sorted(builds.values()) == [1, 1]  # ... its first was kept, its restart computed only the second
     expected = serial[0][serial[0].method.isin(["full", "snapkv"])].reset_index(drop=True)
     pd.testing.assert_frame_equal(rows.replace({"method": {killer.name: "snapkv"}}), expected)
+
+
+def test_a_crashing_submission_is_reported_as_on_the_serial_path(ray_cluster, tmp_path):
+    from cachecraft_lib.arena.evaluate import submission_contender
+    from cachecraft_lib.arena.ray_eval import RayArena, ray_dev
+    from cachecraft_lib.arena.submission import SubmissionError, load_submission
+
+    crash = submission_contender(load_submission(Path(__file__).parent / "assets" / "arena" / "crash"))
+    with _small(RayArena("smoke", tmp_path, progress=False)) as arena, pytest.raises(SubmissionError) as err:
+        ray_dev(arena, "A", crash)  # the CLI's guard reports it in one line, as without --ray
+    assert err.value.kind == "crash"
+    assert list((tmp_path / "dev" / "A").glob("baselines-*.parquet"))  # the baselines' dev results are kept
+    assert not any((tmp_path / "dev" / "A" / "ray-parts").rglob("submission-*"))  # its partial rows are not

@@ -14,8 +14,9 @@ without Ray, and the parts are removed once a board is recorded.
 
 Faults: a killed worker's actor is restarted and its chunk retried (``max_retries``); finished contexts are
 read back, not recomputed. A contender that raises is dropped from the run with its reason
-(``ContendersFailed``); ``ray_baselines`` records the others and reports it. Ctrl-C kills the actors and keeps
-what is finished.
+(``ContendersFailed``; a submission's own ``SubmissionError`` is raised as on the serial path, so ``submit``
+records a rejection); ``ray_baselines`` records the other baselines and reports it. Ctrl-C kills the actors
+and keeps what is finished.
 """
 
 from __future__ import annotations
@@ -249,6 +250,7 @@ class _Evaluator:
     def _one_by_one(self, runner: Any, items: pd.DataFrame, todo: list[Contender],
                     failed: dict) -> pd.DataFrame:
         from ..prefill import SharedPrefill
+        from .submission import SubmissionError
 
         frames = []
         for c in [None, *todo]:
@@ -258,8 +260,8 @@ class _Evaluator:
                 SharedPrefill.clear_masks(self.model)
                 if c is None:
                     raise
-                failed[c.name] = (f"{type(err).__name__}: {err}", getattr(err, "kind", None)
-                                  if type(err).__name__ == "SubmissionError" else None)
+                failed[c.name] = (f"{type(err).__name__}: {err}",
+                                  err.kind if isinstance(err, SubmissionError) else None)
                 continue
             frames.append(rows if c is None else rows[rows.method != FULL])
         return pd.concat(frames, ignore_index=True)
@@ -283,7 +285,8 @@ def ray_baselines(arena: RayArena, boards: list[str], secret: bytes, round_: int
 
 def ray_dev(arena: RayArena, board_name: str, contender: Contender) -> dict[str, Any]:
     """``Arena.dev`` on Ray: the same report plus ``failed_baselines`` ({name: reason}); raises
-    ``ContendersFailed`` when the contender itself raised (the baselines' dev results are kept)."""
+    ``SubmissionError`` (a submission) or ``ContendersFailed`` when the contender itself raised (the
+    baselines' dev results are kept)."""
     board = arena.board(board_name)
     report, failed = _without_failed(arena, board_name, lambda: arena.dev(board_name, contender))
     if not failed:
