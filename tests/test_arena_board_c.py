@@ -162,7 +162,8 @@ def _small_arena(tmp_path, monkeypatch):
     monkeypatch.setenv("CACHECRAFT_ARENA_SECRET", "c" * 64)
     arena = Arena("smoke", tmp_path / "arena", progress=False)
     arena.boards["C"] = replace(arena.boards["C"], lengths=(512,), tasks=("niah_single_1",),
-                                baselines=("streaming_llm", "full"), questions_per_context=1, budgets=(0.5,))
+                                baselines=("streaming_llm", "full"), questions_per_context=1, budgets=(0.5,),
+                                items={"dev": 1, "test": 1})
     return arena
 
 
