@@ -265,3 +265,18 @@ def test_killed_worker_is_retried_and_recomputes_no_finished_answer(ray_cluster,
     run_grid_ray(cells, out, device="cpu", dtype="float32", progress=False)
     assert len(_answers(control, out)) == len(answers)  # a finished grid recomputes nothing
     assert mtimes == {c.key: (out / c.key / "result.json").stat().st_mtime_ns for c in cells}
+
+
+def test_ctrl_c_in_any_verb_ends_with_one_line_and_status_130(monkeypatch, capsys):
+    """The CLI turns KeyboardInterrupt into 'interrupted' and exit 130, not a traceback (any verb, Ray or not)."""
+    from cachecraft_lib import cli
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    parser = cli.build_parser()
+    args = parser.parse_args(["grid", "--profile", "smoke"])
+    monkeypatch.setattr(cli, "build_parser", lambda: type("P", (), {"parse_args": lambda self, argv: args})())
+    args.func = interrupted
+    assert cli.main([]) == 130
+    assert capsys.readouterr().err.strip() == "interrupted"

@@ -17,17 +17,25 @@ BOARD_HELP = "board name (A, B_online, B_offline, C)"
 def _arena(args: argparse.Namespace):
     from ..arena.harness import Arena
 
-    return Arena(args.profile, Path(args.root) if args.root else None)
+    root = Path(args.root) if args.root else None
+    if getattr(args, "ray", None) is not None:  # dev and baselines with --ray
+        from ..arena.ray_eval import RayArena
+
+        return RayArena(args.profile, root, address=None if args.ray == "local" else args.ray,
+                        cpus_per_task=args.cpus_per_task, max_retries=args.max_retries)
+    return Arena(args.profile, root)
 
 
 def _known_errors() -> tuple[type[BaseException], ...]:
     """Errors that mean bad input, not a bug: reported in one line."""
     from ..arena.boards import BoardError
+    from ..ray_util import RayMissing
 
-    errors: list[type[BaseException]] = [BoardError, FileNotFoundError]
+    errors: list[type[BaseException]] = [BoardError, FileNotFoundError, RayMissing]
     for module, names in (("submission", ("SubmissionError",)), ("splits", ("SecretMissing",)),
                           ("calibrate", ("CalibrationFailed",)),
-                          ("ledger", ("LedgerTampered", "RateLimited"))):
+                          ("ledger", ("LedgerTampered", "RateLimited")),
+                          ("ray_eval", ("ContendersFailed", "ChunksFailed"))):
         try:
             mod = __import__(f"cachecraft_lib.arena.{module}", fromlist=list(names))
         except ImportError:
@@ -80,7 +88,15 @@ def _cmd_dev(args: argparse.Namespace) -> int:
         from ..arena.submission import load_submission
 
         contender = submission_contender(load_submission(args.folder))
-    report = arena.dev(args.board, contender)
+    if args.ray is not None:
+        from ..arena.ray_eval import ray_dev
+
+        with arena:
+            report = ray_dev(arena, args.board, contender)
+        for name, reason in report["failed_baselines"].items():
+            print(f"failed: baseline {name}: {reason} (left out of the comparison)", file=sys.stderr)
+    else:
+        report = arena.dev(args.board, contender)
     print(f"board {args.board} (dev items; {arena.boards[args.board].label})")
     print(report["scores"].round(3).to_string())
     print(f"gain over the best baseline ({report['best_baseline']}): {report['gain']}; "
@@ -98,6 +114,17 @@ def _cmd_baselines(args: argparse.Namespace) -> int:
     arena = _arena(args)
     boards = [args.board] if args.board else list(arena.boards)
     secret = _secret()
+    if args.ray is not None:
+        from ..arena.ray_eval import ray_baselines
+
+        with arena:
+            results = ray_baselines(arena, boards, secret, args.round)
+        for name, (scores, failed) in results.items():
+            print(f"board {name}: " + ("already recorded" if scores.empty else f"\n{scores.round(3).to_string()}"))
+            for baseline, reason in failed.items():
+                print(f"failed: board {name}, baseline {baseline}: {reason} (not recorded; the others are; fix it "
+                      "and run the same command)", file=sys.stderr)
+        return 1 if any(failed for _, failed in results.values()) else 0
     for name in boards:
         scores = arena.record_baselines(name, secret, args.round)
         print(f"board {name}: " + ("already recorded" if scores.empty else f"\n{scores.round(3).to_string()}"))
@@ -186,6 +213,17 @@ def _cmd_reveal(args: argparse.Namespace) -> int:
     return 0 if result["matches"] else 1
 
 
+def _ray_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
+                   help="run on Ray: alone, a local cluster on this machine; with an address ('auto', "
+                        "'ray://head:10001'), an existing cluster. Needs pip install -e '.[ray]' and an arena "
+                        "folder (--root) every worker sees (docs/scaling_out.md)")
+    p.add_argument("--cpus-per-task", type=float, default=1,
+                   help="with --ray on CPUs: CPUs per worker, each holding the model (on CUDA: one GPU each)")
+    p.add_argument("--max-retries", type=int, default=3,
+                   help="with --ray: restarts of a worker that died (its finished contexts are kept)")
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``arena`` and its verbs."""
     from ..profiles import PROFILES
@@ -208,6 +246,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = verb("dev", _cmd_dev, "evaluate a submission (or baseline:NAME) on the public dev items, unlimited")
     p.add_argument("folder", help="submission folder, or baseline:NAME for a trusted baseline")
     p.add_argument("--board", required=True, help=BOARD_HELP)
+    _ray_options(p)
     p = verb("submit", _cmd_submit, "official submission: hidden test items, gate, points, ledger")
     p.add_argument("folder")
     p.add_argument("--board", required=True, help=BOARD_HELP)
@@ -216,6 +255,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = verb("baselines", _cmd_baselines, "score the baselines on the hidden test items and record them")
     p.add_argument("--board", help=BOARD_HELP + " (default: every board)")
     p.add_argument("--round", type=int, default=1)
+    _ray_options(p)
     p = verb("leaderboard", _cmd_leaderboard, "the leaderboard derived from the ledger")
     p.add_argument("--board", help=BOARD_HELP + " (default: every board)")
     p.add_argument("--out", help="also write CSV/Markdown/LaTeX and the figure into this folder")
@@ -227,3 +267,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--force", action="store_true", help="calibrate a profile with absolute limits too")
     p = verb("reveal", _cmd_reveal, "check a round's commitment against the secret and show its test seeds")
     p.add_argument("--round", type=int, default=1)
+    from .arena_judge import add_judge_verb
+
+    add_judge_verb(verb)
