@@ -223,7 +223,8 @@ class Arena:
         """Points under arena-core's rule, recorded as a ``points`` event."""
         from . import points
 
-        state = _standing(self.ledger.events(), board.name, round_, eligible_only=False)
+        events = self.ledger.events()  # reviews recorded before this entry count: a flagged entry is no one's best
+        state = points.with_flags(_standing(events, board.name, round_, eligible_only=False), events)
         value = float(points.award(points.RULES[rule], state, entry, board.gate_threshold))
         self.ledger.append("points", {"board": board.name, "name": entry["name"], "author": entry["author"],
                                       "points": value, "rule": rule, "round": round_})
