@@ -27,8 +27,8 @@ from kvpress import (
 )
 
 from .features import build_context, tail_attention
-from .policy_programs import V1_PROGRAM
 from .policy import load_policy, run_policy
+from .policy_programs import V1_PROGRAM
 from .scorers import FRCPress, FRCScorerPress, PolicyScorerPress, WholeChunkPress
 
 __all__ = ["FRCPress", "FRCScorerPress", "Method", "PolicyPress", "PolicyScorerPress", "REGISTRY", "WholeChunkPress",

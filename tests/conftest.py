@@ -44,3 +44,15 @@ def tiny_answerer():
     from cachecraft_lib.pipeline import Answerer
 
     return Answerer(*load_model("tiny", device="cpu"))
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """One torch thread for a module: on two cores shared with other jobs, two threads spin-wait (measured: many
+    times slower for the 30-layer instruct model). Use with ``pytestmark = pytest.mark.usefixtures(...)``."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -16,14 +16,7 @@ import torch
 
 from cachecraft_lib.pipeline import TokenwiseQuestionPipeline
 
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One torch thread: on two cores shared with other jobs, two threads spin-wait (measured: many times slower)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _last_logits(model, context_ids, question_ids, tokenwise: bool) -> torch.Tensor:

@@ -13,6 +13,8 @@ import pytest
 
 SCRIPTS = Path(__file__).parents[1] / "scripts"
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 
 def _steps():
     spec = importlib.util.spec_from_file_location("gpu_check", SCRIPTS / "gpu_check.py")
@@ -44,17 +46,6 @@ def test_the_whole_check_stays_within_its_budget(tmp_path):
     assert time.monotonic() - start < 10
     steps = (tmp_path / "out" / "steps.txt").read_text().splitlines()
     assert steps[0] == "a rc=0" and steps[1] == "b rc=124" and steps[2].startswith("c skipped")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One torch thread: on two cores shared with other jobs, two threads spin-wait (many times slower)."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def test_env_and_prefill_steps_on_cpu(tmp_path):

@@ -23,20 +23,11 @@ from cachecraft_lib.models import is_embedded, is_instruct, load_model, model_la
 from cachecraft_lib.pipeline import Answerer, make_pipeline
 from cachecraft_lib.profiles import INSTRUCT_MODEL, get_profile
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_torch_thread")]
 TASKS = ("niah_single_2", "niah_multikey_1")
 MAX_NEW = 8
 LENGTH = 512  # the shortest RULER length both tasks fit; the 30-layer model on two shared cores sets the pace
 SMALL = dict(samples_per_task=1, ruler_source="offline", tasks=TASKS, max_new_tokens=MAX_NEW)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One torch thread: on two cores shared with other jobs, two threads spin-wait (7x slower, measured)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

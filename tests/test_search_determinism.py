@@ -20,8 +20,8 @@ from cachecraft_lib.frc import n_kept_tokens
 from cachecraft_lib.profiles import get_profile
 from cachecraft_lib.search import mutator, runlog
 from cachecraft_lib.search.determinism import deterministic_env, hash_seed_fixed
-from cachecraft_lib.search.fresh import profile_from_dict
 from cachecraft_lib.search.evolve import search_seeds, seed_folder
+from cachecraft_lib.search.fresh import profile_from_dict
 from cachecraft_lib.search.sandbox import CandidateFailed, Sandbox
 from cachecraft_lib.search.seeds import SEEDS
 
