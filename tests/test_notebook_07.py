@@ -32,18 +32,21 @@ def test_notebook_07_arena(tmp_path):
     assert {row["name"] for row in r["leaderboard"]} == {"snapkv", "tova", "random", "full", "snap-nopool"}
     search = r["search_entry"]  # no search run under smoke: the shipped V1 program stands in, and says so
     assert "stands in" in r["search_origin"] and search["gain_lo"] <= search["gain"] <= search["gain_hi"]
-    assert search["overall"] == pytest.approx(0.665, abs=0.02) and search["moved"]
+    # test items come from a throwaway secret per run, so only the dev items' numbers can be pinned
+    assert r["dev_gain"]["point"] == pytest.approx(-0.266, abs=1e-3)
+    assert r["dev_gain"]["lo"] == pytest.approx(-0.466, abs=1e-3) and r["dev_gain"]["hi"] == pytest.approx(-0.066, abs=1e-3)
     c_entry = r["c_entry"]
     assert r["c_submission"] == "sink-window" and c_entry["lo"] <= c_entry["overall"] <= c_entry["hi"]
-    assert c_entry["gain_lo"] <= c_entry["gain"] <= c_entry["gain_hi"] and not c_entry["moved"]
+    assert c_entry["gain_lo"] <= c_entry["gain"] <= c_entry["gain_hi"]
     copy, example = r["reviews"]["echo-salience"], r["reviews"]["snap-nopool"]
     assert copy["flags"] == ["UNDISCLOSED_PRIOR_ART"] and copy["novelty"] == 0  # a renamed SnapKV
     assert example["flags"] == [] and example["novelty"] == 1  # names SnapKV as what it builds on
     judged = {row["name"]: row for row in r["judged"]}
-    assert judged["echo-salience"]["points"] == 0 and judged["search-best"]["points"] > 0
+    assert judged["echo-salience"]["points"] == 0  # the flag took its points
     replay = {row["name"]: row for row in r["replay"]}
     assert replay["agent2-002 spanvote"]["post"] == 0 < replay["agent2-002 spanvote"]["frozen_bar"]
     assert "embedded tiny model" in r["label"]
     for name in ("table_arena_boards.md", "table_arena_baselines_dev.csv", "table_arena_sizing.md",
-                 "table_arena_leaderboard.md", "fig_arena_leaderboard.png", "table_arena_points_replay.md", "table_arena_reviews.md"):
+                 "table_arena_leaderboard.md", "fig_arena_leaderboard.png", "table_arena_points_replay.md",
+                 "table_arena_reviews.md"):
         assert (tmp_path / "f" / name).exists()
