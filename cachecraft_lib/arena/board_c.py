@@ -31,13 +31,12 @@ from typing import Any
 import pandas as pd
 import torch
 from kvpress import KVPressTextGenerationPipeline
-from tqdm.auto import tqdm
 
 from ..decoding.capped import CappedGenerator
 from ..decoding.methods import cap_method
 from ..grid.decode import stop_ids
 from .boards import Board
-from .evaluate import FULL, ROW_COLUMNS, Contender, count_flops
+from .evaluate import FULL, ROW_COLUMNS, Contender, count_flops, over_contexts
 
 C_COLUMNS = ROW_COLUMNS + ["generated_tokens", "cap", "max_cache"]
 
@@ -85,10 +84,7 @@ class DecodeBoardRunner:
 
             raise BoardError(f"{c.name} has no decode-time method; board {self.board.name}'s baselines: "
                              f"{', '.join(self.board.baselines)}")
-        rows: list[dict] = []
-        groups = list(items.groupby("context_id", sort=False))
-        for _, group in tqdm(groups, desc=f"board {self.board.name}: contexts", disable=not progress, leave=False):
-            rows += self._context(group, contenders)
+        rows = over_contexts(items, lambda group: self._context(group, contenders), self.board.name, progress)
         return pd.DataFrame(rows, columns=C_COLUMNS)
 
     def _context(self, group: pd.DataFrame, contenders: list[Contender]) -> list[dict]:

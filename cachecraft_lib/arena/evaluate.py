@@ -63,6 +63,16 @@ def _no_prefill(name: str) -> Callable[[float], BasePress | None]:
     return build
 
 
+def over_contexts(items: pd.DataFrame, one: Callable[[pd.DataFrame], list[dict]], board: str,
+                  progress: bool) -> list[dict]:
+    """The rows of ``one(group)`` for each context of ``items`` in order (one progress bar for both runners)."""
+    rows: list[dict] = []
+    groups = list(items.groupby("context_id", sort=False))
+    for _, group in tqdm(groups, desc=f"board {board}: contexts", disable=not progress, leave=False):
+        rows += one(group)
+    return rows
+
+
 def baseline_contender(name: str) -> Contender:
     """A trusted baseline by name: its prefill press (boards A, B) and/or its decode-time method (board C)."""
     from ..decoding.methods import CAP_BASELINES, cap_method
@@ -114,10 +124,7 @@ class BoardRunner:
     def run(self, items: pd.DataFrame, contenders: Iterable[Contender], progress: bool = True) -> pd.DataFrame:
         """One row per (contender, budget, item); the full cache is always run (budget 1.0, method ``full``)."""
         contenders = [c for c in contenders if c.name != FULL]
-        rows: list[dict] = []
-        groups = list(items.groupby("context_id", sort=False))
-        for _, group in tqdm(groups, desc=f"board {self.board.name}: contexts", disable=not progress, leave=False):
-            rows += self._context(group, contenders)
+        rows = over_contexts(items, lambda group: self._context(group, contenders), self.board.name, progress)
         return pd.DataFrame(rows, columns=ROW_COLUMNS)
 
     # ---------------------------------------------------------------------------------- one context
