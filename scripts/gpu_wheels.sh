@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Downloads the wheels the GPU check needs beyond what the GPU machine has (scripts/gpu_wheels.txt), for CPython
+# 3.12 on manylinux x86-64, into WHEELS (default gpu_wheels/, ignored by git), builds a wheel of any package that
+# has only a source archive, and checks that they, with the working tree, stay well under the device tool's
+# 64 MiB carry limit. Run it where PyPI is reachable (the GPU machine has no network):
+#   scripts/gpu_wheels.sh [WHEELS]          PYTHON=python3.x to choose the pip that downloads
+# A second run keeps what is already there (pip skips files it has) and removes wheels no longer listed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+WHEELS=${1:-gpu_wheels}
+PY=${PYTHON:-python3}
+LIST=scripts/gpu_wheels.txt
+LIMIT_MIB=${GPU_WHEELS_LIMIT_MIB:-56}   # the carry limit is 64 MiB for the tree and the wheels together
+mkdir -p "$WHEELS"
+mapfile -t SPECS < <(grep -Ev '^\s*(#|$)' "$LIST")
+PLATFORMS=(--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64
+           --platform manylinux2014_x86_64 --platform manylinux1_x86_64 --platform any)
+PIP=("$PY" -m pip --disable-pip-version-check -q)
+shopt -s nocaseglob nullglob
+for spec in "${SPECS[@]}"; do
+  have=("$WHEELS/${spec%%==*}-${spec##*==}-"*.whl "$WHEELS/$(echo "${spec%%==*}" | tr - _)-${spec##*==}-"*.whl)
+  [ ${#have[@]} -gt 0 ] && continue  # already here: no registry call
+  echo "downloading $spec"
+  if ! "${PIP[@]}" download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp --abi cp312 \
+       --abi abi3 --abi none "${PLATFORMS[@]}" -d "$WHEELS" "$spec" 2>/dev/null; then
+    # no wheel on PyPI (a pure-python source archive): build one here
+    tmp=$(mktemp -d)
+    "${PIP[@]}" download --no-deps --no-binary=:all: -d "$tmp" "$spec"
+    "${PIP[@]}" wheel --no-deps -w "$WHEELS" "$tmp"/*
+    rm -rf "$tmp"
+  fi
+done
+# keep exactly the listed wheels (one version each: two of one package stop the offline install)
+"$PY" - "$WHEELS" "${SPECS[@]}" <<'PYEOF'
+import re, sys
+from pathlib import Path
+folder, specs = Path(sys.argv[1]), sys.argv[2:]
+norm = lambda s: re.sub(r"[-_.]+", "_", s).lower()
+wanted = {norm(s.split("==")[0]): s.split("==")[1] for s in specs}
+found = {}
+for whl in sorted(folder.glob("*.whl")):
+    name, version = whl.name.split("-")[:2]
+    if wanted.get(norm(name)) != version:
+        print(f"removing {whl.name} (not in scripts/gpu_wheels.txt)")
+        whl.unlink()
+    else:
+        found[norm(name)] = whl.name
+missing = sorted(set(wanted) - set(found))
+if missing:
+    sys.exit(f"no wheel for {missing}: check scripts/gpu_wheels.txt")
+PYEOF
+wheels_kib=$(du -sk "$WHEELS" | cut -f1)
+tree_kib=$(git ls-files -z | du -ck --files0-from=- 2>/dev/null | tail -1 | cut -f1)
+untracked_kib=$(git ls-files -z --others --exclude-standard | du -ck --files0-from=- 2>/dev/null | tail -1 | cut -f1)
+total_mib=$(( (wheels_kib + tree_kib + ${untracked_kib:-0}) / 1024 ))
+echo "gpu wheels: $(ls "$WHEELS"/*.whl | wc -l) wheels, $(( wheels_kib / 1024 )) MiB in $WHEELS;" \
+     "with the working tree ($(( (tree_kib + ${untracked_kib:-0}) / 1024 )) MiB) ${total_mib} MiB of the 64 MiB carry limit"
+if [ "$total_mib" -gt "$LIMIT_MIB" ]; then
+  echo "over ${LIMIT_MIB} MiB: too close to the 64 MiB carry limit; trim scripts/gpu_wheels.txt" >&2
+  exit 1
+fi
