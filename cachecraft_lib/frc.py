@@ -18,6 +18,8 @@ All work after the tail attention is O(L * H_kv) plus a top-k: the cost the pape
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 
@@ -35,11 +37,36 @@ def density_window(length: int) -> int:
     return max(3, min(33, 2 * (length // 64) + 1))
 
 
+@contextmanager
+def exact_fp32(device: torch.device) -> Iterator[None]:
+    """Float32 convolutions in full precision on ``device``: cuDNN runs them in TF32 by default (about 1e-3
+    relative error, enough to flip near-tied chunks), so on CUDA its precision is set to IEEE for the block and
+    restored after it. A no-op on a CPU, which has no TF32."""
+    if torch.device(device).type != "cuda":
+        yield
+        return
+    conv = getattr(torch.backends.cudnn, "conv", None)
+    if conv is not None and hasattr(conv, "fp32_precision"):  # torch >= 2.9
+        before, conv.fp32_precision = conv.fp32_precision, "ieee"
+        try:
+            yield
+        finally:
+            conv.fp32_precision = before
+    else:
+        before, torch.backends.cudnn.allow_tf32 = torch.backends.cudnn.allow_tf32, False
+        try:
+            yield
+        finally:
+            torch.backends.cudnn.allow_tf32 = before
+
+
 def density(abar: torch.Tensor, wd: int | None = None) -> torch.Tensor:
-    """Mean of ``abar`` over the centred window of ``wd`` tokens, zero-padded, divided by ``wd``."""
+    """Mean of ``abar`` over the centred window of ``wd`` tokens, zero-padded, divided by ``wd`` (exact in
+    float32 on a GPU too: ``exact_fp32``)."""
     wd = wd or density_window(abar.shape[-1])
     kernel = torch.ones(1, 1, wd, dtype=abar.dtype, device=abar.device)
-    return torch.nn.functional.conv1d(abar.view(1, 1, -1), kernel, padding=wd // 2).view(-1) / wd
+    with exact_fp32(abar.device):
+        return torch.nn.functional.conv1d(abar.view(1, 1, -1), kernel, padding=wd // 2).view(-1) / wd
 
 
 def frc_signals(attn: torch.Tensor, window: int = 32) -> dict[str, torch.Tensor]:

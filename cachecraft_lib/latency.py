@@ -26,6 +26,7 @@ from tqdm.auto import tqdm
 from .atomic import atomic_write_text
 from .prefill import SharedPrefill
 from .presses import make_press
+from .timers import sync as _sync
 from .timing_stats import Spread, median_interval, paired_ratios, verdict
 
 # Llama-3.1-8B's architecture (config.json of meta-llama/Llama-3.1-8B-Instruct)
@@ -45,11 +46,6 @@ def eight_b_shaped_llama(device: str = "cuda", dtype: torch.dtype = torch.bfloat
     with torch.device(device):
         model = LlamaForCausalLM._from_config(config, dtype=dtype)
     return model.eval()
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def _peak_reset(device: torch.device) -> int:

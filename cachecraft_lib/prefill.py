@@ -9,11 +9,12 @@ benchmarks all build on it.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import torch
 from kvpress import BasePress
+
+from .timers import clock
 
 
 class _Capture(BasePress):
@@ -38,10 +39,10 @@ class SharedPrefill:
         self.model = model
         self.context_length = context_ids.shape[1]
         capture = _Capture()
-        start = time.perf_counter()
+        start = clock(model.device)  # CUDA-synchronised: the prefill's own seconds, not its launch's
         with torch.no_grad(), capture(model):
             model.model(input_ids=context_ids.to(model.device), past_key_values=DynamicCache())
-        self.seconds = time.perf_counter() - start
+        self.seconds = clock(model.device) - start
         self.layers = capture.layers
 
     def cache_for(self, press: BasePress | None):

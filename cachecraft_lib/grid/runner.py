@@ -20,7 +20,6 @@ unit of work ``ray_runner`` places on a cluster.
 from __future__ import annotations
 
 import logging
-import time
 import traceback
 from collections import defaultdict
 from collections.abc import Callable
@@ -37,6 +36,7 @@ from ..pipeline import Answerer, tokenwise_question
 from ..prefill import SharedPrefill
 from ..presses import REGISTRY, make_press
 from ..ruler import load
+from ..timers import clock
 from .cells import Cell
 from .decode import CacheRow, decode_rows
 from .store import CellStore, dataset_fingerprint, fingerprint, load_failures, load_results
@@ -192,17 +192,17 @@ class _GroupRunner:
         shared, question_ids = self._shared(jobs, row)
         if self.mode == "serial":
             return [self._guarded(job, index, self._serial, job, row, shared, question_ids) for job in jobs]
-        rows, seconds = [], []
-        for job in jobs:
-            start = time.perf_counter()
+        rows, seconds, device = [], [], self.model.device
+        for job in jobs:  # CUDA-synchronised readings: each row's compression is charged to its own cell
+            start = clock(device)
             rows.append(self._guarded(job, index, self._row, job, row, shared, question_ids))
-            seconds.append(time.perf_counter() - start)
+            seconds.append(clock(device) - start)
         live = [i for i, r in enumerate(rows) if r is not None]
         if not live:
             return [None] * len(jobs)
-        start = time.perf_counter()
+        start = clock(device)
         answers = self._decode([jobs[i] for i in live], [rows[i] for i in live], index)
-        share = (time.perf_counter() - start) / len(live)
+        share = (clock(device) - start) / len(live)
         out: list[tuple[str, float] | None] = [None] * len(jobs)
         for i, answer in zip(live, answers, strict=True):
             out[i] = None if answer is None else (answer, seconds[i] + share)
@@ -263,13 +263,13 @@ class _GroupRunner:
 
     def _serial(self, job: _Job, row: Any, shared: SharedPrefill | None,
                 question_ids: torch.Tensor | None) -> tuple[str, float]:
-        start = time.perf_counter()
+        start = clock(self.model.device)
         if job.own_prefill:
             answer = self.answerer.answer(job.cell.method, job.cell.ratio, row.context, row.question,
                                           row.answer_prefix, row.max_new_tokens)
         else:
             answer = answer_one(self.answerer, shared, job.cell, question_ids, row.max_new_tokens)
-        return answer, time.perf_counter() - start
+        return answer, clock(self.model.device) - start
 
     def timings(self, job: _Job) -> dict[str, float]:
         decode = sum(r["seconds"] for r in job.done.values())

@@ -60,6 +60,7 @@ class SearchSettings:
     n_queries: int = 64
     window: int = 32
     device: str | None = "cpu"
+    dtype: str = "auto"  # the profile's (float32 on the CPU profiles, bfloat16 on the paper's)
     extras: dict = field(default_factory=dict)
 
     def save(self, path: str | Path) -> Path:
@@ -76,7 +77,7 @@ class CascadeEvaluator:
 
     def __init__(self, settings: SearchSettings) -> None:
         self.settings = settings
-        self.model, self.tokenizer = load_model(settings.model, device=settings.device)
+        self.model, self.tokenizer = load_model(settings.model, device=settings.device, dtype=settings.dtype)
         per_task = settings.stage1_samples_per_task + settings.stage2_samples_per_task
         data = load(settings.length, self.tokenizer, source=settings.ruler_source, samples_per_task=per_task,
                     seed=settings.seed, tasks=settings.tasks)

@@ -4,13 +4,14 @@ OpenEvolve executes this file anew for every evaluation, so it only delegates to
 ``CascadeEvaluator`` (``cachecraft_lib.search.cascade``), which is configured by ``$CACHECRAFT_SEARCH_CONFIG``.
 A worker loads it before naming its first child, so a spawned worker installs its seeded ids here. Each
 evaluation's outcome goes to the run folder's health file, so that a run whose every child fails in the
-evaluator itself stops (``cachecraft_lib.search.health``).
+evaluator itself stops (``cachecraft_lib.search.health``), and the process's peak memory so far goes to
+``worker_memory.jsonl`` (``cachecraft_lib.search.memory``): the workers hold the model, not the driver.
 """
 
 import os
 from pathlib import Path
 
-from cachecraft_lib.search import health
+from cachecraft_lib.search import health, memory
 from cachecraft_lib.search.cascade import CONFIG_ENV, as_openevolve, get_evaluator
 from cachecraft_lib.search.determinism import worker_ids
 
@@ -25,6 +26,7 @@ def _evaluated(stage, program_path):
         health.record(run_dir, ok=False, error=f"{type(err).__name__}: {err}")
         raise
     health.record(run_dir, ok=True)
+    memory.record(run_dir)
     return as_openevolve(result)
 
 

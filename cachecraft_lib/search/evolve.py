@@ -52,7 +52,7 @@ def settings_for(profile: Profile, seed: str | Path, ratio: float = 0.83) -> Sea
                           stage1_samples_per_task=stage1, stage2_samples_per_task=stage2,
                           tasks=list(profile.tasks) if profile.tasks else None, max_new_tokens=profile.max_new_tokens,
                           seed=profile.seed, ruler_source=profile.ruler_source, seed_program=str(seed_path(seed)),
-                          device=profile.device)
+                          device=profile.device, dtype=profile.dtype)
 
 
 def build_config(iterations: int, mutator: str = "offline", seed: int = 42, adversarial: float = 0.0,

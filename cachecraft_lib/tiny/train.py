@@ -7,6 +7,7 @@ import json
 import os
 import time
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -95,13 +96,13 @@ def train(out_dir: str | Path, recipe: Recipe | None = None, tokenizer_dir: str 
                           stacklevel=2)
         step, elapsed = 0, 0.0
         log_path.unlink(missing_ok=True)
+    on_gpu = device.startswith("cuda")
+    batches = start_batches(tokenizer, recipe, step, workers, on_gpu)  # before the model touches CUDA
     model.to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=recipe.lr, betas=(0.9, 0.95), weight_decay=0.05)
     if resume and optim_path.exists() and step > 0:
         optimizer.load_state_dict(torch.load(optim_path, weights_only=True, map_location=device))
 
-    on_gpu = device.startswith("cuda")
-    batches = step_batches(tokenizer, recipe, step, workers, pin_memory=on_gpu)
     model.train()
     started = time.time()
     new_log = not log_path.exists()
@@ -127,6 +128,18 @@ def train(out_dir: str | Path, recipe: Recipe | None = None, tokenizer_dir: str 
             if out_of_time:
                 break
     return out
+
+
+def start_batches(tokenizer: Any, recipe: Recipe, step: int, workers: int, pin_memory: bool) -> Iterator[dict]:
+    """The batch iterator, its worker processes started now: they are forked, and a process forked after CUDA
+    is initialised inherits a CUDA state it cannot use, so ``train`` starts them before the model moves to the
+    GPU. If CUDA is already initialised here (a caller used it), the batches are built in this process."""
+    if workers > 0 and torch.cuda.is_initialized():
+        warnings.warn("CUDA is already initialised in this process, so no data workers are forked (a forked "
+                      "worker cannot use CUDA); batches are built here. Call train() from a fresh process "
+                      "(cachecraft train-tiny) for workers.", stacklevel=3)
+        workers = 0
+    return iter(step_batches(tokenizer, recipe, step, workers, pin_memory=pin_memory))
 
 
 def _device_name(model) -> str:
