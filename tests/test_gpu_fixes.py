@@ -40,8 +40,7 @@ def test_shared_prefill_reads_a_synchronised_clock_around_its_forward(monkeypatc
 
 
 def test_grid_rows_and_serial_cells_are_timed_with_the_synchronised_clock(monkeypatch, tmp_path):
-    from cachecraft_lib.grid import Cell, run_grid
-    from cachecraft_lib.grid import runner
+    from cachecraft_lib.grid import Cell, run_grid, runner
 
     devices = []
     real = runner.clock
