@@ -1,52 +1,82 @@
 #!/usr/bin/env bash
-# The GPU check: one command, at most BUDGET_S (default 570) seconds on one H200, each step under its own timeout.
-#   scripts/gpu_check.sh [OUT]          (default OUT: gpu_check_out)
-#   DRY_RUN=1 scripts/gpu_check.sh OUT  prints the steps without running them (works on a CPU)
-# Every step writes its log (and JSON where it measures) into OUT; OUT/steps.txt has each step's exit code.
-# A step never runs past what is left of the budget: it gets min(its timeout, time left), and is skipped
-# (written to steps.txt) when under MIN_STEP_S (15) seconds are left, so the whole check ends within BUDGET_S.
+# The GPU check: one command, within BUDGET_S (default 420) seconds on one H200, no network (docs/gpu_check.md).
+#   scripts/gpu_check.sh OUT
+# 1. installs the carried wheels (GPU_WHEELS, default gpu_wheels/, made by scripts/gpu_wheels.sh) offline into
+#    GPU_CHECK_SITE (default /tmp/gpu_check_site), first on PYTHONPATH, the repository after it;
+# 2. env: prints the versions that matter; stops here if an import fails;
+# 3. embedded, eightb, search, train: each under `timeout -k` (its workers are killed with it), cut to what is
+#    left of the budget, skipped (and said so) with under MIN_STEP_S left;
+# 4. summary: at most 8 files into OUT (summary.json, the CSVs, logs.tar.gz) and a short printed summary.
+# Without CUDA every step runs at a CPU scale (tests/test_gpu_sim.py). DRY_RUN=1 lists the steps.
 set -u
-OUT=${1:-gpu_check_out}
-PY=${PYTHON:-python}
-BUDGET=${BUDGET_S:-570}
-MIN_STEP=${MIN_STEP_S:-15}
+OUT=${1:?usage: scripts/gpu_check.sh OUT}
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+PY=${PYTHON:-python3}
+WHEELS=${GPU_WHEELS:-$REPO/gpu_wheels}
+export GPU_CHECK_SITE=${GPU_CHECK_SITE:-/tmp/gpu_check_site}
+BUDGET=${BUDGET_S:-420}
+MIN_STEP=${MIN_STEP_S:-20}
+KILL_AFTER=${KILL_AFTER_S:-10}
+TIME_SCALE=${GPU_CHECK_TIME_SCALE:-1}   # multiplies every step's timeout (a slow CPU stand-in); 1 on the GPU
 START=$(date +%s)
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/gpu_check.XXXXXX")   # records and logs; OUT gets only the summary's files
+echo "$START" > "$WORK/started"
+: > "$WORK/steps.txt"
 mkdir -p "$OUT"
-: > "$OUT/steps.txt"
+export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1
 
-step() {  # step NAME SECONDS COMMAND...
-  local name=$1 limit=$2; shift 2
+step() {  # step NAME SECONDS: scripts/gpu_check.py NAME under timeout -k, its output in WORK/NAME.log
+  local name=$1 limit=$(( $2 * TIME_SCALE ))
   local left=$(( BUDGET - ($(date +%s) - START) ))
   [ "$limit" -gt "$left" ] && limit=$left
   if [ "${DRY_RUN:-0}" = 1 ]; then
-    echo "[dry-run] $name (timeout ${limit}s): $*" | tee -a "$OUT/steps.txt"
+    echo "$name dry-run (timeout ${limit}s): $PY scripts/gpu_check.py $name --work WORK" | tee -a "$WORK/steps.txt"
     return 0
   fi
   if [ "$limit" -lt "$MIN_STEP" ]; then
-    echo "$name skipped (${left}s left of ${BUDGET}s)" | tee -a "$OUT/steps.txt"
+    echo "$name skipped (${left}s left of the ${BUDGET}s budget)" | tee -a "$WORK/steps.txt"
     return 0
   fi
   echo "== $name (timeout ${limit}s)"
-  timeout "$limit" "$@" > "$OUT/$name.log" 2>&1
+  timeout -k "$KILL_AFTER" "$limit" "$PY" "$REPO/scripts/gpu_check.py" "$name" --work "$WORK" \
+    > "$WORK/$name.log" 2>&1
   local rc=$?
-  echo "$name rc=$rc" | tee -a "$OUT/steps.txt"
+  tail -n 1 "$WORK/$name.log"
+  echo "$name rc=$rc" >> "$WORK/steps.txt"
 }
 
-# 1. CUDA and precision settings (no hub)
-step env 30 "$PY" scripts/gpu_check.py env --out "$OUT"
-# 2. the 8B-shaped model's shared prefill memory and every press's per-layer cache lengths at 8192 tokens
-step prefill 90 "$PY" scripts/gpu_check.py prefill --out "$OUT" --model 8b-shaped --length 8192
-# 3. SmolLM2-135M-Instruct (converted once; a no-op when it is, fails fast without network) ...
-step fetch_instruct 40 env PIP_RETRIES=0 PIP_DEFAULT_TIMEOUT=5 "$PY" -m cachecraft_lib.cli fetch-instruct
-# 4. ... a small grid on it in float32 and bfloat16 (answers compared), stock vs token-by-token question feed
-step instruct 90 "$PY" scripts/gpu_check.py instruct --out "$OUT" --model smollm2 --length 1024 --samples 2
-# 5. one paper-model cell group (only if Llama-3.1-8B-Instruct or Qwen3-8B weights are cached; else skipped)
-step paper 130 "$PY" scripts/gpu_check.py paper --out "$OUT" --length 4096
-# 6. a 2-iteration search on CUDA: workers spawned (search.json: worker_failures 0), driver's peak memory
-step search 150 "$PY" scripts/gpu_check.py search --out "$OUT" --iterations 2 --device cuda
-# 7. the latency reference, few repeats
-step latency 90 "$PY" scripts/gpu_latency.py --repeats 3 --lengths 4096 8192 --out "$OUT/latency.csv"
-# 8. a short train-tiny on CUDA (look for a finite loss in the log)
-step train_tiny 60 "$PY" -m cachecraft_lib.cli train-tiny --out "$OUT/tiny" --fresh --steps 30 --save-every 15 \
-  --device cuda --workers 4
-echo "results in $OUT (steps.txt, *.json, *.log)"
+summary() {
+  timeout -k 5 60 "$PY" "$REPO/scripts/gpu_check.py" summary --work "$WORK" --out "$OUT"
+}
+
+if [ "${DRY_RUN:-0}" != 1 ]; then
+  shopt -s nullglob
+  wheels=("$WHEELS"/*.whl)
+  if [ ${#wheels[@]} -eq 0 ]; then
+    echo "no wheels in $WHEELS: run scripts/gpu_wheels.sh where PyPI is reachable, and carry the folder" >&2
+    exit 2
+  fi
+  echo "== install ${#wheels[@]} wheels into $GPU_CHECK_SITE (offline)"
+  if ! "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --disable-pip-version-check \
+       --target "$GPU_CHECK_SITE" "${wheels[@]}" > "$WORK/install.log" 2>&1; then
+    cat "$WORK/install.log" >&2
+    echo "install rc=1" >> "$WORK/steps.txt"
+    summary
+    exit 1
+  fi
+fi
+export PYTHONPATH="$GPU_CHECK_SITE:$REPO${PYTHONPATH:+:$PYTHONPATH}"
+cd "$REPO"
+step env 40
+if [ "${DRY_RUN:-0}" != 1 ] && ! grep -q '"verdict": "pass"' "$WORK/env.json" 2>/dev/null; then
+  cat "$WORK/env.log"
+  echo "an import failed or a carried package is not the one imported: stopping (fix scripts/gpu_wheels.txt)" >&2
+  summary
+  exit 1
+fi
+step embedded 75
+step eightb 150
+step search 100
+step train 40
+[ "${DRY_RUN:-0}" = 1 ] && exit 0
+summary

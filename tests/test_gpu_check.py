@@ -1,106 +1,116 @@
-"""The prepared GPU check: the shell script parses and dry-runs on a CPU; its Python steps run on a CPU."""
+"""The prepared GPU check's shell script and summary, on a CPU: every step under `timeout -k` within the budget,
+the import gate, at most 8 files back, a short printed summary. (The whole check end to end in a clean
+environment like the GPU machine's: tests/test_gpu_sim.py.)"""
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
 SCRIPTS = Path(__file__).parents[1] / "scripts"
-
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
-
-def _steps():
-    spec = importlib.util.spec_from_file_location("gpu_check", SCRIPTS / "gpu_check.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+STEPS = ["env", "embedded", "eightb", "search", "train"]
 
 
-def test_shell_script_parses_and_dry_runs_every_step_under_a_timeout(tmp_path):
+@pytest.fixture()
+def check_modules(monkeypatch):
+    monkeypatch.syspath_prepend(str(SCRIPTS))
+    for name in ("gpu_check", "gpu_summary", "gpu_env"):
+        sys.modules.pop(name, None)
+    return importlib.import_module("gpu_check"), importlib.import_module("gpu_summary")
+
+
+def test_shell_script_parses_and_dry_runs_every_step_under_its_timeout(tmp_path):
     subprocess.run(["bash", "-n", str(SCRIPTS / "gpu_check.sh")], check=True)
     done = subprocess.run(["bash", str(SCRIPTS / "gpu_check.sh"), str(tmp_path)], env={**os.environ, "DRY_RUN": "1"},
                           capture_output=True, text=True, check=True, cwd=SCRIPTS.parent)
-    steps = (tmp_path / "steps.txt").read_text().splitlines()
-    assert [s.split()[1] for s in steps] == ["env", "prefill", "fetch_instruct", "instruct", "paper", "search",
-                                             "latency", "train_tiny"]
-    limits = [int(s.split("timeout ")[1].split("s)")[0]) for s in steps]
-    assert all(0 < t <= 150 for t in limits) and "results in" in done.stdout
-
-
-def test_the_whole_check_stays_within_its_budget(tmp_path):
-    """Each step gets min(its timeout, what is left of BUDGET_S); under MIN_STEP_S left, it is skipped."""
-    script = tmp_path / "check.sh"
+    lines = done.stdout.splitlines()
+    assert [line.split()[0] for line in lines] == STEPS
+    limits = [int(line.split("timeout ")[1].split("s)")[0]) for line in lines]
+    assert sum(limits) <= 420 and all(limit >= 20 for limit in limits)  # 7 minutes in all
     text = (SCRIPTS / "gpu_check.sh").read_text()
-    head = text[:text.index("# 1. CUDA")]  # the budget and step() as they are, with steps of our own
-    script.write_text(head + 'step a 5 sleep 1\nstep b 100 sleep 100\nstep c 100 sleep 100\n')
+    assert 'timeout -k "$KILL_AFTER"' in text and "python3" in text and "--no-index --no-deps" in text
+
+
+def _script_with_steps(tmp_path: Path, steps: str) -> Path:
+    """gpu_check.sh with its budget and step() as they are and the given steps instead of the real ones."""
+    text = (SCRIPTS / "gpu_check.sh").read_text()
+    head = text[:text.index("summary() {")]
+    script = tmp_path / "check.sh"
+    script.write_text(head.replace('"$PY" "$REPO/scripts/gpu_check.py" "$name" --work "$WORK"', '"${CMD[@]}"')
+                      + 'echo "$WORK" > "$OUT/work"\n' + steps)
+    return script
+
+
+def test_steps_stay_within_the_budget_and_timeout_kills_what_a_step_started(tmp_path):
+    """Each step gets min(its timeout, what is left); under MIN_STEP_S left it is skipped; `timeout -k` ends the
+    step's children too (a search's workers)."""
+    pidfile = tmp_path / "child.pid"
+    steps = (f'CMD=(bash -c "sleep 60 & echo \\$! > {pidfile}; wait"); step a 3\n'
+             'CMD=(sleep 2); step b 3\nCMD=(sleep 100); step c 100\n')
+    script = _script_with_steps(tmp_path, steps)
     start = time.monotonic()
-    subprocess.run(["bash", str(script), str(tmp_path / "out")], env={**os.environ, "BUDGET_S": "6", "MIN_STEP_S": "2"}, check=True,
-                   capture_output=True, cwd=SCRIPTS.parent)
-    assert time.monotonic() - start < 10
-    steps = (tmp_path / "out" / "steps.txt").read_text().splitlines()
-    assert steps[0] == "a rc=0" and steps[1] == "b rc=124" and steps[2].startswith("c skipped")
+    subprocess.run(["bash", str(script), str(tmp_path / "out")], check=True, capture_output=True,
+                   env={**os.environ, "BUDGET_S": "7", "MIN_STEP_S": "3", "KILL_AFTER_S": "1"}, cwd=SCRIPTS.parent)
+    assert time.monotonic() - start < 12
+    work = Path((tmp_path / "out" / "work").read_text().strip())
+    codes = (work / "steps.txt").read_text().splitlines()
+    assert codes[0] == "a rc=124" and codes[1] == "b rc=0" and codes[2].startswith("c skipped")
+    child = int(pidfile.read_text())
+    time.sleep(0.5)
+    assert not Path(f"/proc/{child}").exists() or "Z" in Path(f"/proc/{child}/stat").read_text().split()[2]
 
 
-def test_env_and_prefill_steps_on_cpu(tmp_path):
-    steps = _steps()
-    assert steps.main(["env", "--out", str(tmp_path), "--device", "cpu"]) == 0
-    env = json.loads((tmp_path / "env.json").read_text())
-    assert env["torch"] and "matmul_fp32_precision" in env
-    assert steps.main(["prefill", "--out", str(tmp_path), "--device", "cpu", "--model", "tiny", "--length", "256"]) == 0
-    record = json.loads((tmp_path / "prefill.json").read_text())
-    assert record["length"] == 256 and record["captured_gib"] > 0
-    lengths = record["cache_lengths"]
-    assert set(lengths) == set(steps.PRESSES) and all(len(v) == 4 for v in lengths.values())  # tiny: 4 layers
-    for name, per_layer in lengths.items():  # head-wise presses keep the length and mask evicted keys per head
-        assert (max(per_layer) == 256) == (name in ("adasnapkv", "expected_attention")), name
+def test_summary_brings_back_at_most_8_files_and_says_why_a_step_has_no_record(tmp_path, check_modules):
+    gpu_check, gpu_summary = check_modules
+    work, out = tmp_path / "work", tmp_path / "out"
+    gpu_check.write_record(work, "env", {"verdict": "pass", "headline": "python 3.12", "scale": "gpu",
+                                         "device": {"name": "NVIDIA H200"}})
+    gpu_check.write_record(work, "embedded", {"verdict": "pass", "headline": "x" * 5000})
+    (work / "steps.txt").write_text("env rc=0\nembedded rc=0\neightb rc=124\nsearch rc=1\ntrain skipped (5s left)\n")
+    for name in gpu_summary.CSVS:
+        (work / name).write_text("a,b\n1,2\n")
+    (work / "search").mkdir()
+    (work / "search" / "run.log").write_text("log")
+    (work / "search" / "weights.bin").write_bytes(b"0" * 10)  # not a log: left out
+    assert gpu_summary.summarise(work, out) == 1  # a step failed
+    files = sorted(p.name for p in out.iterdir())
+    assert len(files) <= 8 and "summary.json" in files and "logs.tar.gz" in files
+    summary = json.loads((out / "summary.json").read_text())
+    steps = summary["steps"]
+    assert steps["eightb"]["verdict"].startswith("fail: timed out") and steps["search"]["verdict"].startswith("fail")
+    assert steps["train"]["verdict"].startswith("skipped") and summary["device"] == "NVIDIA H200"
+    assert len(gpu_summary.printed(summary)) < 3000
+    import tarfile
+
+    with tarfile.open(out / "logs.tar.gz") as tar:
+        names = tar.getnames()
+    assert "search/run.log" in names and "search/weights.bin" not in names
 
 
-@pytest.mark.slow
-def test_instruct_step_on_cpu(tmp_path):
-    """The instruct step's code path on a CPU with the embedded model (on the GPU it runs SmolLM2 on CUDA)."""
-    steps = _steps()
-    record = steps.instruct_record(tmp_path, "tiny", "cpu", length=1024, samples=1, max_new=4,
-                                   tasks=("niah_single_1", "vt"))
-    cells = record["cells"]
-    assert set(cells) == {"no_press", *steps.INSTRUCT_METHODS} and record["samples"] == 2
-    for name, cell in cells.items():
-        assert cell["answers"] == 2 and 0 <= cell["same_answers_bf16_vs_fp32"] <= 2
-        assert cell["feed_bfloat16"] == ("tokenwise" if name in ("frc", "chunkkv", "adasnapkv") else "batched")
-    feeds = record["feeds_bfloat16"]
-    assert all(f["n"] == 2 for f in feeds.values())
-    assert feeds["snapkv"]["pipeline_n"] == 2 and not feeds["snapkv"]["pipeline_errors"]  # the stock feed runs
-    assert feeds["frc"]["pipeline_n"] == 0  # not asked of KVPress's one-forward feed (uneven caches)
+def test_a_step_that_raises_still_writes_its_record(tmp_path, check_modules, monkeypatch):
+    gpu_check, _ = check_modules
+    (tmp_path / "gpu_boom.py").write_text("def run(work, scale):\n    raise RuntimeError('no CUDA here')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert gpu_check.run_step("boom", tmp_path / "work") == 1
+    record = json.loads((tmp_path / "work" / "boom.json").read_text())
+    assert record["verdict"] == "fail: RuntimeError: no CUDA here"
 
 
-def test_paper_step_skips_without_cached_weights_and_checks_chat_prompts(tmp_path, monkeypatch, tokenizer):
-    steps = _steps()
-    monkeypatch.setattr(steps, "cached_paper_models", lambda: [])
-    assert "skipped" in steps.paper_record(tmp_path, "cpu")
-    # Qwen3's template with thinking off (KVPress's default): the suffix carries an empty think block
-    monkeypatch.setattr(tokenizer, "chat_template", QWEN3_LIKE)
-    chat = steps.chat_check(tokenizer)
-    assert chat["think_suffix_empty"] and chat["assistant_header"] and chat["context_last"] and chat["question_first"]
-
-
-@pytest.mark.slow
-def test_paper_step_with_cached_weights_runs_its_cells(tmp_path, monkeypatch):
-    """The paper step's path once weights are cached, with the embedded model standing in for the paper's."""
-    steps = _steps()
-    monkeypatch.setattr(steps, "cached_paper_models", lambda: ["tiny"])
-    record = steps.paper_record(tmp_path, "cpu", length=1024, tasks=("niah_single_1", "vt"))
-    assert set(record["cells"]) == {"no_press", *steps.PAPER_METHODS}
-    assert all(c["seconds_per_sample"] > 0 and c["ruler_source"] in ("hf", "offline") for c in record["cells"].values())
-    assert record["cells"]["frc"]["question_feed"] == "tokenwise"  # bf16: the method's feed
-    assert record["chat"]["tiny"]["context_last"]  # no chat template: bos + context, as KVPress does
-
-
-QWEN3_LIKE = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
-              "{% if add_generation_prompt %}<|im_start|>assistant\n{% if enable_thinking is defined and "
-              "enable_thinking is false %}<think>\n\n</think>\n\n{% endif %}{% endif %}")
+def test_env_step_fails_when_an_import_fails_or_a_pin_is_not_met(tmp_path, check_modules, monkeypatch):
+    gpu_check, _ = check_modules
+    gpu_env = importlib.import_module("gpu_env")
+    monkeypatch.setattr(gpu_env, "IMPORTS", ("json", "no_such_module_here"))
+    monkeypatch.setattr(gpu_env, "PINNED", {"torch": "0.0.1"})
+    record = gpu_env.run(tmp_path, "cpu")
+    assert record["verdict"].startswith("fail") and "no_such_module_here" in record["verdict"]
+    assert "torch is" in record["verdict"]
+    monkeypatch.setattr(gpu_env, "IMPORTS", ("json",))
+    monkeypatch.setattr(gpu_env, "PINNED", {})
+    assert gpu_env.run(tmp_path, "cpu")["verdict"] == "pass"

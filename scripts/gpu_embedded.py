@@ -1,0 +1,97 @@
+"""Step ``embedded`` (a): the embedded model in bfloat16 and float32, each cell's answers three ways, compared
+sample by sample: the grid's batched engine, its serial engine (cell by cell) and KVPress's pipeline per cell
+(its own prefill under the press, the method's question feed). In float32 all three must agree; in bfloat16
+the agreement is reported (the engines round differently), cell by cell in ``cells.csv``."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pandas as pd
+
+GPU = dict(tasks=("niah_single_1", "niah_multikey_1", "vt", "qa_1"), samples=2,
+           methods=("snapkv", "frc", "chunkkv", "adasnapkv", "expected_attention", "finch"))
+CPU = dict(tasks=("niah_single_1", "vt"), samples=1, methods=("snapkv", "frc", "adasnapkv"))
+LENGTH, RATIO, MAX_NEW = 1024, 0.5, 12
+
+
+def _cells(methods: tuple[str, ...], tasks: tuple[str, ...], samples: int) -> list:
+    from cachecraft_lib.grid import Cell
+
+    kw = dict(samples_per_task=samples, ruler_source="offline", tasks=tasks, max_new_tokens=MAX_NEW)
+    return [Cell("tiny", LENGTH, "no_press", 0.0, **kw)] + [Cell("tiny", LENGTH, m, RATIO, **kw) for m in methods]
+
+
+def _grid_answers(cells: list, folder: Path, device: str, dtype: str, decode: str) -> dict[str, list[str]]:
+    from cachecraft_lib.grid import run_grid
+
+    run_grid(cells, folder, progress=False, device=device, dtype=dtype, decode=decode)
+    out = {}
+    for cell in cells:
+        result = json.loads((folder / cell.key / "result.json").read_text())
+        out[cell.method] = [p["predicted_answer"] for p in result["predictions"]]
+    return out
+
+
+def _pipeline_answers(cells: list, device: str, dtype: str, tasks: tuple[str, ...], samples: int):
+    """KVPress's pipeline per cell and sample (``Answerer``: the stock pipeline, or its token-by-token variant
+    for the methods that need it), on the rows the grid loads."""
+    from cachecraft_lib.models import load_model
+    from cachecraft_lib.pipeline import Answerer
+    from cachecraft_lib.ruler import load
+
+    model, tokenizer = load_model("tiny", device=device, dtype=dtype)
+    answerer = Answerer(model, tokenizer)
+    rows = load(LENGTH, tokenizer, source="offline", samples_per_task=samples, seed=42, tasks=tasks)
+    answers = {c.method: [answerer.answer(c.method, c.ratio, r.context, r.question, r.answer_prefix, MAX_NEW)
+                          for r in rows.itertuples()] for c in cells}
+    return answers, list(rows.task)
+
+
+def compare(work: Path, device: str, size: dict) -> pd.DataFrame:
+    """One row per (dtype, method, sample): the three answers and whether they agree."""
+    cells = _cells(size["methods"], size["tasks"], size["samples"])
+    frames = []
+    for dtype in ("bfloat16", "float32"):
+        start = time.time()
+        batched = _grid_answers(cells, work / f"embedded_{dtype}_batched", device, dtype, "batched")
+        serial = _grid_answers(cells, work / f"embedded_{dtype}_serial", device, dtype, "serial")
+        pipeline, tasks = _pipeline_answers(cells, device, dtype, size["tasks"], size["samples"])
+        seconds = round(time.time() - start, 1)
+        for method in pipeline:
+            frames.append(pd.DataFrame({"dtype": dtype, "method": method, "sample": range(len(tasks)), "task": tasks,
+                                        "batched": batched[method], "serial": serial[method],
+                                        "pipeline": pipeline[method], "seconds_dtype": seconds}))
+    table = pd.concat(frames, ignore_index=True)
+    table["batched_eq_pipeline"] = table.batched == table.pipeline
+    table["serial_eq_pipeline"] = table.serial == table.pipeline
+    table["batched_eq_serial"] = table.batched == table.serial
+    return table
+
+
+def run(work: Path, scale: str) -> dict:
+    import torch
+
+    device = "cuda" if scale == "gpu" else "cpu"
+    table = compare(work, device, GPU if scale == "gpu" else CPU)
+    table.to_csv(work / "cells.csv", index=False)
+    agree = {dtype: {col: f"{int(g[col].sum())}/{len(g)}" for col in
+                     ("batched_eq_pipeline", "serial_eq_pipeline", "batched_eq_serial")}
+             for dtype, g in table.groupby("dtype")}
+    fp32 = table[table.dtype == "float32"]
+    differ = fp32[~(fp32.batched_eq_pipeline & fp32.serial_eq_pipeline)]
+    bf16 = table[table.dtype == "bfloat16"]
+    by_method = {m: f"{int(g.batched_eq_pipeline.sum())}/{len(g)}" for m, g in bf16.groupby("method", sort=False)}
+    if len(differ):
+        verdict = (f"fail: float32 answers differ in {len(differ)} of {len(fp32)} (cell, sample): "
+                   + ", ".join(sorted(set(differ.method))))
+    else:
+        verdict = "pass" if scale == "gpu" else "cpu scale (no CUDA): ran on the CPU; no GPU answers compared"
+    return {"verdict": verdict, "device": device, "torch": torch.__version__, "agreement": agree,
+            "bf16_batched_eq_pipeline_by_method": by_method, "cells": len(table) // 2,
+            "headline": f"fp32 batched=pipeline {agree['float32']['batched_eq_pipeline']}, serial=pipeline "
+                        f"{agree['float32']['serial_eq_pipeline']}; bf16 batched=pipeline "
+                        f"{agree['bfloat16']['batched_eq_pipeline']}, serial=pipeline "
+                        f"{agree['bfloat16']['serial_eq_pipeline']}"}
