@@ -11,17 +11,20 @@ from pathlib import Path
 
 import pandas as pd
 
-GPU = dict(tasks=("niah_single_1", "niah_multikey_1", "vt", "qa_1"), samples=2,
+GPU = dict(tasks=("niah_single_1", "niah_multikey_1", "vt", "qa_1"), samples=2, length=1024, max_new=12,
            methods=("snapkv", "frc", "chunkkv", "adasnapkv", "expected_attention", "finch"))
-CPU = dict(tasks=("niah_single_1", "vt"), samples=1, methods=("snapkv", "frc", "adasnapkv"))
-LENGTH, RATIO, MAX_NEW = 1024, 0.5, 12
+CPU = dict(tasks=("niah_single_1",), samples=1, methods=("snapkv", "frc"), length=512, max_new=4)
+RATIO = 0.5
 
 
-def _cells(methods: tuple[str, ...], tasks: tuple[str, ...], samples: int) -> list:
+def _cells(size: dict) -> list:
     from cachecraft_lib.grid import Cell
 
-    kw = dict(samples_per_task=samples, ruler_source="offline", tasks=tasks, max_new_tokens=MAX_NEW)
-    return [Cell("tiny", LENGTH, "no_press", 0.0, **kw)] + [Cell("tiny", LENGTH, m, RATIO, **kw) for m in methods]
+    kw = dict(samples_per_task=size["samples"], ruler_source="offline", tasks=size["tasks"],
+              max_new_tokens=size["max_new"])
+    length = size["length"]
+    return [Cell("tiny", length, "no_press", 0.0, **kw)] + [Cell("tiny", length, m, RATIO, **kw)
+                                                            for m in size["methods"]]
 
 
 def _grid_answers(cells: list, folder: Path, device: str, dtype: str, decode: str) -> dict[str, list[str]]:
@@ -35,7 +38,7 @@ def _grid_answers(cells: list, folder: Path, device: str, dtype: str, decode: st
     return out
 
 
-def _pipeline_answers(cells: list, device: str, dtype: str, tasks: tuple[str, ...], samples: int):
+def _pipeline_answers(cells: list, device: str, dtype: str, size: dict):
     """KVPress's pipeline per cell and sample (``Answerer``: the stock pipeline, or its token-by-token variant
     for the methods that need it), on the rows the grid loads."""
     from cachecraft_lib.models import load_model
@@ -44,21 +47,22 @@ def _pipeline_answers(cells: list, device: str, dtype: str, tasks: tuple[str, ..
 
     model, tokenizer = load_model("tiny", device=device, dtype=dtype)
     answerer = Answerer(model, tokenizer)
-    rows = load(LENGTH, tokenizer, source="offline", samples_per_task=samples, seed=42, tasks=tasks)
-    answers = {c.method: [answerer.answer(c.method, c.ratio, r.context, r.question, r.answer_prefix, MAX_NEW)
+    rows = load(size["length"], tokenizer, source="offline", samples_per_task=size["samples"], seed=42,
+                tasks=size["tasks"])
+    answers = {c.method: [answerer.answer(c.method, c.ratio, r.context, r.question, r.answer_prefix, size["max_new"])
                           for r in rows.itertuples()] for c in cells}
     return answers, list(rows.task)
 
 
 def compare(work: Path, device: str, size: dict) -> pd.DataFrame:
     """One row per (dtype, method, sample): the three answers and whether they agree."""
-    cells = _cells(size["methods"], size["tasks"], size["samples"])
+    cells = _cells(size)
     frames = []
     for dtype in ("bfloat16", "float32"):
         start = time.time()
         batched = _grid_answers(cells, work / f"embedded_{dtype}_batched", device, dtype, "batched")
         serial = _grid_answers(cells, work / f"embedded_{dtype}_serial", device, dtype, "serial")
-        pipeline, tasks = _pipeline_answers(cells, device, dtype, size["tasks"], size["samples"])
+        pipeline, tasks = _pipeline_answers(cells, device, dtype, size)
         seconds = round(time.time() - start, 1)
         for method in pipeline:
             frames.append(pd.DataFrame({"dtype": dtype, "method": method, "sample": range(len(tasks)), "task": tasks,

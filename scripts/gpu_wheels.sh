@@ -4,14 +4,24 @@
 # has only a source archive, and checks that they, with the working tree, stay well under the device tool's
 # 64 MiB carry limit. Run it where PyPI is reachable (the GPU machine has no network):
 #   scripts/gpu_wheels.sh [WHEELS]          PYTHON=python3.x to choose the pip that downloads
+# GPU_WHEELS_PYVER=3.11 downloads the same list for another CPython (the CPU stand-in, tests/test_gpu_sim.py);
+# GPU_WHEELS_SEED=DIR first copies the version-independent wheels (py3-none-any, abi3) from DIR.
 # A second run keeps what is already there (pip skips files it has) and removes wheels no longer listed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WHEELS=${1:-gpu_wheels}
 PY=${PYTHON:-python3}
+PYVER=${GPU_WHEELS_PYVER:-3.12}
+ABI=cp${PYVER/./}
 LIST=scripts/gpu_wheels.txt
 LIMIT_MIB=${GPU_WHEELS_LIMIT_MIB:-56}   # the carry limit is 64 MiB for the tree and the wheels together
 mkdir -p "$WHEELS"
+if [ -n "${GPU_WHEELS_SEED:-}" ] && [ -d "$GPU_WHEELS_SEED" ]; then
+  for whl in "$GPU_WHEELS_SEED"/*-py3-none-any.whl "$GPU_WHEELS_SEED"/*-py2.py3-none-any.whl \
+             "$GPU_WHEELS_SEED"/*-abi3-*.whl; do
+    [ -f "$whl" ] && cp -n "$whl" "$WHEELS/"
+  done
+fi
 mapfile -t SPECS < <(grep -Ev '^\s*(#|$)' "$LIST")
 PLATFORMS=(--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64
            --platform manylinux2014_x86_64 --platform manylinux1_x86_64 --platform any)
@@ -21,7 +31,7 @@ for spec in "${SPECS[@]}"; do
   have=("$WHEELS/${spec%%==*}-${spec##*==}-"*.whl "$WHEELS/$(echo "${spec%%==*}" | tr - _)-${spec##*==}-"*.whl)
   [ ${#have[@]} -gt 0 ] && continue  # already here: no registry call
   echo "downloading $spec"
-  if ! "${PIP[@]}" download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp --abi cp312 \
+  if ! "${PIP[@]}" download --no-deps --only-binary=:all: --python-version "$PYVER" --implementation cp --abi "$ABI" \
        --abi abi3 --abi none "${PLATFORMS[@]}" -d "$WHEELS" "$spec" 2>/dev/null; then
     # no wheel on PyPI (a pure-python source archive): build one here
     tmp=$(mktemp -d)
