@@ -69,16 +69,16 @@ if [ "${DRY_RUN:-0}" != 1 ]; then
 fi
 export PYTHONPATH="${GPU_CHECK_SITE:+$GPU_CHECK_SITE:}$REPO${PYTHONPATH:+:$PYTHONPATH}"
 cd "$REPO"
-step env 40
+step env 30
 if [ "${DRY_RUN:-0}" != 1 ] && ! grep -q '"verdict": "pass"' "$WORK/env.json" 2>/dev/null; then
   cat "$WORK/env.log"
   echo "an import failed or a carried package is not the one imported: stopping (fix scripts/gpu_wheels.txt)" >&2
   summary
   exit 1
 fi
-step embedded 75
+step embedded 90
 step eightb 150
 step search 100
-step train 40
+step train 45
 [ "${DRY_RUN:-0}" = 1 ] && exit 0
 summary
