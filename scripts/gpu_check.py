@@ -43,6 +43,7 @@ def run_step(step: str, work: Path) -> int:
     if str(HERE) not in sys.path:
         sys.path.insert(0, str(HERE))
     start = time.time()
+    work.mkdir(parents=True, exist_ok=True)
     try:
         module = importlib.import_module(f"gpu_{step}")
         record = module.run(work, scale())
