@@ -27,6 +27,7 @@ from cachecraft_lib.latency import (
 )
 
 OUT = Path(__file__).resolve().parents[1] / "data" / "reference" / "latency_gpu.csv"
+MIN_REPEATS = 10
 
 
 def main() -> None:
@@ -39,6 +40,8 @@ def main() -> None:
     parser.add_argument("--layers", type=int, help="fewer layers (a quick check; the reference uses all 32)")
     parser.add_argument("--device", default="cuda", help="cpu runs the same steps (slowly; for checking the script)")
     args = parser.parse_args()
+    if args.repeats < MIN_REPEATS:  # the interval of a median over fewer repeats supports no verdict
+        parser.error(f"--repeats {args.repeats}: at least {MIN_REPEATS} for an interval and a verdict")
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("no CUDA GPU here: this script is the GPU reference measurement (--device cpu to check it)")
     model = eight_b_shaped_llama(args.device, layers=args.layers)

@@ -114,3 +114,10 @@ def test_env_step_fails_when_an_import_fails_or_a_pin_is_not_met(tmp_path, check
     monkeypatch.setattr(gpu_env, "IMPORTS", ("json",))
     monkeypatch.setattr(gpu_env, "PINNED", {})
     assert gpu_env.run(tmp_path, "cpu")["verdict"] == "pass"
+
+
+def test_latency_script_refuses_fewer_than_10_repeats():
+    done = subprocess.run([sys.executable, str(SCRIPTS / "gpu_latency.py"), "--repeats", "3", "--device", "cpu"],
+                          capture_output=True, text=True, cwd=SCRIPTS.parent,
+                          env={**os.environ, "PYTHONPATH": str(SCRIPTS.parent)})
+    assert done.returncode == 2 and "at least 10" in done.stderr
