@@ -21,11 +21,11 @@ from typing import Any
 
 import pandas as pd
 import torch
-from tqdm.auto import tqdm
 
 from .atomic import atomic_write_text
 from .prefill import SharedPrefill
 from .presses import make_press
+from .progress import tqdm
 from .timing_stats import Spread, median_interval, paired_ratios, verdict
 
 # Llama-3.1-8B's architecture (config.json of meta-llama/Llama-3.1-8B-Instruct)
