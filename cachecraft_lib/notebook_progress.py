@@ -5,7 +5,8 @@ progress output (tqdm bars and log lines, which a kernel writes to stderr), and 
 kernel's stderr reaches ``Progress.write`` through papermill's ``stderr_file``. The kernel talks to us over IPC
 sockets in a private temporary folder (mode 0700) instead of TCP on loopback: only this user can reach it, so
 ipykernel's "running over TCP without encryption" warning is answered rather than silenced (loopback TCP is
-open to every local user; the messages are signed, but readable).
+open to every local user; the messages are signed, but readable). ``IdleShutdownKernelManager`` ends the kernel
+without the interrupt that made ipykernel log "KeyboardInterrupt caught in kernel" at the end of some runs.
 
 Inside the kernel ``CACHECRAFT_HEADLESS=1`` is set, so the library's progress bars (``cachecraft_lib.progress``)
 are text, not notebook widgets, and refresh at most every ``HEADLESS_INTERVAL`` seconds.
@@ -19,6 +20,7 @@ import threading
 import time
 from typing import Any, TextIO
 
+from jupyter_client.manager import AsyncKernelManager
 from papermill.engines import NBClientEngine, papermill_engines
 from traitlets.config import Config
 
@@ -98,6 +100,31 @@ class Progress:
                          f"{clock(now - self.start)} in the notebook): {self.cell_line}")
 
 
+class IdleShutdownKernelManager(AsyncKernelManager):
+    """Shuts an idle kernel down without interrupting it first.
+
+    jupyter_client's ``shutdown_kernel`` sends SIGINT before the shutdown request. After papermill's last cell
+    it has just sent ``kernel_info_request`` and waited for the reply only, so the kernel is often still inside
+    that handler (where ipykernel arms SIGINT): it logs "ERROR | KeyboardInterrupt caught in kernel." with nothing
+    wrong. The interrupt has nothing to stop here (a cell that ran past its timeout is interrupted by nbclient
+    itself, through ``interrupt_kernel``); the shutdown request goes over the control channel, and a kernel
+    that does not exit is killed after the usual wait.
+    """
+
+    _shutting_down_quietly = False
+
+    async def shutdown_kernel(self, now: bool = False, restart: bool = False) -> None:
+        self._shutting_down_quietly = True
+        try:
+            await super().shutdown_kernel(now=now, restart=restart)
+        finally:
+            self._shutting_down_quietly = False
+
+    async def _async_interrupt_kernel(self) -> None:
+        if not self._shutting_down_quietly:
+            await super()._async_interrupt_kernel()
+
+
 class ProgressEngine(NBClientEngine):
     """papermill's nbclient engine, reporting each cell to a ``Progress`` and talking to the kernel over IPC."""
 
@@ -106,6 +133,7 @@ class ProgressEngine(NBClientEngine):
                                  **kwargs: Any) -> Any:
         with tempfile.TemporaryDirectory(prefix="cachecraft-kernel-") as private:  # created 0700
             config = Config({"KernelManager": {"transport": "ipc", "ip": f"{private}/kernel"}})
+            kwargs.setdefault("kernel_manager_class", IdleShutdownKernelManager)
             if progress is None:
                 return super().execute_managed_notebook(nb_man, kernel_name, config=config, **kwargs)
             started, completed = nb_man.cell_start, nb_man.cell_complete

@@ -29,7 +29,10 @@ KERNEL_DISPLAY = "Python (cachecraft .venv)"
 # The kernel's environment: string hashes (set iteration order, OpenEvolve's parent sampling) fixed, as
 # PYTHONHASHSEED takes effect only when an interpreter starts (see cachecraft_lib.search.determinism); progress
 # bars as text lines papermill can forward (cachecraft_lib.progress).
+# tqdm.auto's "IProgress not found" (no ipywidgets) is filtered: a headless run has no browser to draw widgets,
+# tqdm falls back to the text bars papermill forwards, and installing ipywidgets would hide them instead.
 KERNEL_ENV = {"PYTHONHASHSEED": "0", "CACHECRAFT_HEADLESS": "1"}
+KERNEL_WARNINGS = "ignore:IProgress not found"
 
 
 class NotebookFailed(RuntimeError):
@@ -139,7 +142,8 @@ def run_notebook(notebook: str | Path, profile: str = "smoke", out_dir: str | Pa
     reporter = progress if isinstance(progress, Progress) or not progress else \
         Progress(notebook.stem, None if progress is True else progress)
     start = time.time()
-    with kernel_env(CACHECRAFT_FIGURES_DIR=str(fig_dir), **KERNEL_ENV):
+    warnings = ",".join(w for w in (os.environ.get("PYTHONWARNINGS"), KERNEL_WARNINGS) if w)
+    with kernel_env(CACHECRAFT_FIGURES_DIR=str(fig_dir), PYTHONWARNINGS=warnings, **KERNEL_ENV):
         try:
             pm.execute_notebook(str(notebook), str(executed), parameters=params, kernel_name=ensure_kernel(),
                                 cwd=str(notebook.parent), progress_bar=False, execution_timeout=timeout,

@@ -79,8 +79,9 @@ def timings_table(path: Path) -> str:
     return "\n".join(lines)
 
 
-def update_doc(profile: str, path: Path | None = None, doc: Path = DOC) -> bool:
-    """Replace the profile's block in ``doc`` with the table; False when the doc has no such block."""
+def update_doc(profile: str, path: Path | None = None, doc: Path | None = None) -> bool:
+    """Replace the profile's block in ``doc`` (default ``DOC``) with the table; False when it has no such block."""
+    doc = doc or DOC
     begin, end = f"<!-- timings:{profile}:begin -->", f"<!-- timings:{profile}:end -->"
     if not doc.exists():
         return False
