@@ -14,12 +14,12 @@ from .. import leaderboard
 from ..boards import Board, _budgets_text
 from .data import SiteData, slug
 from .markup import esc, interval_bar, markdown, num, page, table
-from .verify import Verification
+from .status import LedgerStatus
 
 TERMS = ("accuracy", "memory", "speed", "overhead")
 
 
-def banner(check: Verification) -> str:
+def banner(check: LedgerStatus) -> str:
     """Shown on every page of a ledger that does not verify."""
     if check.ok:
         return ""
@@ -27,12 +27,14 @@ def banner(check: Verification) -> str:
             f"Only the {check.count} event(s) before the first bad line are shown; they are not a clean board.</div>")
 
 
-def status_block(check: Verification) -> str:
+def status_block(check: LedgerStatus, published: str | None = None) -> str:
     state = "verified" if check.ok else "FAILED"
     rows = [["hash chain", f'<span class="status-{"ok" if check.ok else "bad"}" id="chain-status">{esc(state)}</span>'],
             ["details", esc(check.message)], ["events", esc(check.count)],
             ["head (last hash)", f"<code id=\"head\">{esc(check.head)}</code>"], ["head file", esc(check.head_file)],
             ["signatures", esc(check.signatures)], ["ledger", f"<code>{esc(check.path.name)}</code>"]]
+    if published:
+        rows.append(["signed head", f'<a href="{esc(published)}">{esc(published)}</a> (publish it with the site)'])
     return "<section><h2>Ledger verification</h2>" + table(["check", "result"], rows, "status") + "</section>"
 
 
@@ -57,9 +59,9 @@ def rules_rows(board: Board, data: SiteData) -> list[list[str]]:
     return [[esc(k), esc(v)] for k, v in pairs]
 
 
-def index_page(check: Verification, data: SiteData) -> str:
+def index_page(check: LedgerStatus, data: SiteData, published: str | None = None) -> str:
     rule_versions = sorted({str(e.get("rules_version")) for e in data.events if e.get("rules_version")})
-    parts = [f"<h1>CacheCraft arena: {esc(data.profile or 'unknown profile')}</h1>", status_block(check),
+    parts = [f"<h1>CacheCraft arena: {esc(data.profile or 'unknown profile')}</h1>", status_block(check, published),
              f"<p>Ledger rules: {esc(', '.join(rule_versions) or '-')}. Scores are on hidden test items; brackets "
              "and bars are 95% intervals over test units; ranks are ranges (entries whose intervals overlap share "
              "them).</p>"]
@@ -103,7 +105,7 @@ def standing_rows(standing: pd.DataFrame) -> tuple[list[list[str]], list[str]]:
     return rows, classes
 
 
-def board_page(check: Verification, data: SiteData, name: str) -> str:
+def board_page(check: LedgerStatus, data: SiteData, name: str) -> str:
     standing = data.standings[name]
     rows, classes = standing_rows(standing)
     headers = ["rank", "entry", "author", "kind", "overall [95%]", "interval", *TERMS, "eligible", "moved the board",
@@ -138,7 +140,7 @@ def events_table(events: list[dict]) -> str:
     return table(["seq", "time", "event", "summary", "hash"], rows, "events")
 
 
-def entry_page(check: Verification, data: SiteData, row: pd.Series) -> str:
+def entry_page(check: LedgerStatus, data: SiteData, row: pd.Series) -> str:
     events = data.entry_events(row.board, row["name"])
     scored = [leaderboard.payload(e) for e in events if e.get("kind") in leaderboard.SCORED]
     latest = scored[-1] if scored else {}

@@ -12,14 +12,14 @@ from pathlib import Path
 
 from .data import gather, slug
 from .pages import board_page, entry_page, index_page
-from .verify import Verification, check_ledger
+from .status import LedgerStatus, check_ledger
 
 STYLE = Path(__file__).with_name("style.css")
 SHIPPED = Path(__file__).parents[1] / "submissions"
 
 
 def write_site(ledger: str | Path, out: str | Path, folders: Iterable[str | Path] = (),
-               profile: str | None = None) -> Verification:
+               profile: str | None = None) -> LedgerStatus:
     """The site of the ledger at ``ledger`` in ``out``; ``folders``: submission folders whose DESCRIPTION.md and
     dev report to show (matched by code hash; the shipped examples are always looked at). Returns the check."""
     check = check_ledger(ledger)
@@ -31,12 +31,27 @@ def write_site(ledger: str | Path, out: str | Path, folders: Iterable[str | Path
             shutil.rmtree(out / sub)  # no page of an entry the ledger no longer shows
         (out / sub).mkdir(parents=True)
     shutil.copyfile(STYLE, out / "style.css")
-    _write(out / "index.html", index_page(check, data))
+    published = publish_head(Path(ledger), out) if check.ok else None
+    _write(out / "index.html", index_page(check, data, published))
     for name, standing in data.standings.items():
         _write(out / "boards" / f"{name}.html", board_page(check, data, name))
         for _, row in standing.iterrows():
             _write(out / "entries" / slug(row.board, row["name"]), entry_page(check, data, row))
     return check
+
+
+def publish_head(ledger: Path, out: Path) -> str | None:
+    """The signed head beside the site, where the ledger version signs (``Ledger.publish_head``): anyone can then
+    check a copy of the ledger against it, cut lines included. None for a chain-only ledger or without the key."""
+    from ..ledger import Ledger
+
+    publish = getattr(Ledger(ledger), "publish_head", None)
+    if not callable(publish):
+        return None
+    try:
+        return Path(publish(out)).name
+    except Exception:  # no organiser key here: the site still shows the chain's status
+        return None
 
 
 def _write(path: Path, text: str) -> None:
