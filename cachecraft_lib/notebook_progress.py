@@ -134,7 +134,7 @@ class ProgressEngine(NBClientEngine):
         with tempfile.TemporaryDirectory(prefix="cachecraft-kernel-") as private:  # created 0700
             config = Config({"KernelManager": {"transport": "ipc", "ip": f"{private}/kernel"}})
             kwargs.setdefault("kernel_manager_class", IdleShutdownKernelManager)
-            if progress is None:
+            if not isinstance(progress, Progress):
                 return super().execute_managed_notebook(nb_man, kernel_name, config=config, **kwargs)
             started, completed = nb_man.cell_start, nb_man.cell_complete
 

@@ -139,8 +139,8 @@ def run_notebook(notebook: str | Path, profile: str = "smoke", out_dir: str | Pa
     executed = out / notebook.name
     fig_dir = Path(figures) if figures else default_figures_dir(profile)
     params = {"PROFILE": profile, **(parameters or {})}
-    reporter = progress if isinstance(progress, Progress) or not progress else \
-        Progress(notebook.stem, None if progress is True else progress)
+    reporter = None if progress is False or progress is None else progress if isinstance(progress, Progress) \
+        else Progress(notebook.stem, None if progress is True else progress)
     start = time.time()
     warnings = ",".join(w for w in (os.environ.get("PYTHONWARNINGS"), KERNEL_WARNINGS) if w)
     with kernel_env(CACHECRAFT_FIGURES_DIR=str(fig_dir), PYTHONWARNINGS=warnings, **KERNEL_ENV):

@@ -75,6 +75,15 @@ def test_a_headless_run_shows_cells_bars_and_a_heartbeat(tmp_path, capfd, monkey
     assert "old" not in text and "| 00_tiny |" in text and text.endswith("<!-- timings:smoke:end -->\nafter\n")
 
 
+def test_a_quiet_run_prints_nothing_and_still_records(tmp_path, capfd):
+    from cachecraft_lib.notebooks import read_records, run_notebook
+
+    run = run_notebook(_notebook(tmp_path), "smoke", out_dir=tmp_path / "out", figures=tmp_path / "f")
+    assert run.records == {"done": True} == read_records(run.executed)
+    captured = capfd.readouterr()
+    assert "[00_tiny]" not in captured.out and "KeyboardInterrupt" not in captured.err
+
+
 def test_timings_table_keeps_the_latest_run_per_notebook(tmp_path):
     path = tmp_path / "timings.csv"
     for name, seconds, status in (("03_grid", 100, "failed"), ("00_a", 5, "ok"), ("03_grid", 90, "ok")):
