@@ -14,6 +14,7 @@ are text, not notebook widgets, and refresh at most every ``HEADLESS_INTERVAL`` 
 
 from __future__ import annotations
 
+import re
 import sys
 import tempfile
 import threading
@@ -26,6 +27,7 @@ from traitlets.config import Config
 
 ENGINE = "cachecraft"
 HEARTBEAT = 60.0
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")  # nested tqdm bars move the cursor: meaningless in a log
 
 
 def clock(seconds: float) -> str:
@@ -83,7 +85,7 @@ class Progress:
 
     def write(self, text: str) -> int:
         """The kernel's stderr: each tqdm refresh (``\\r``) or line becomes one line here."""
-        for part in text.replace("\r", "\n").split("\n"):
+        for part in ANSI.sub("", text).replace("\r", "\n").split("\n"):
             if part.strip() and part.rstrip() != self._previous:  # tqdm's last refresh and close repeat a line
                 self._previous = part.rstrip()
                 self.say(self._previous)

@@ -39,7 +39,7 @@ def test_progress_lines_split_tqdm_refreshes_and_say_how_long():
     out = io.StringIO()
     progress = Progress("nb", out)
     progress.write("bar:  50%|##   | 1/2 [00:01<00:01]\rbar: 100%|#####| 2/2 [00:02<00:00]\rbar: 100%|#####| 2/2 "
-                   "[00:02<00:00]\nwarning: x\n")
+                   "[00:02<00:00]\n\x1b[A\nwarning: x\n")
     assert out.getvalue().splitlines() == ["    [nb] bar:  50%|##   | 1/2 [00:01<00:01]",
                                            "    [nb] bar: 100%|#####| 2/2 [00:02<00:00]", "    [nb] warning: x"]
     assert (clock(42), clock(75), clock(3725)) == ("42s", "1m15s", "1h02m")
