@@ -8,6 +8,7 @@ the ``parameters`` cell and read those numbers back with ``read_records``.
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from collections.abc import Iterable, Iterator
@@ -51,9 +52,21 @@ def record(**values: Any) -> dict[str, Any]:
     """
     from IPython.display import display
 
-    payload = json.loads(json.dumps(values, default=_jsonable))
+    payload = _finite(json.loads(json.dumps(values, default=_jsonable)))
     display({RECORD_MIME: payload, "text/plain": f"recorded: {sorted(payload)}"}, raw=True)
     return payload
+
+
+def _finite(value: Any) -> Any:
+    """NaN and infinities as the strings jupyter_client would make of them ("nan", "inf"), written here so the
+    kernel sends valid JSON instead of warning that "Out of range float values are not JSON compliant"."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
 
 
 def _jsonable(value: Any) -> Any:
