@@ -11,7 +11,7 @@ STAMP := $(VENV)/.cachecraft-installed
 EXTRAS ?= instruct,ray,serve
 TEST_EXTRAS := $(VENV)/.cachecraft-test-extras
 
-.PHONY: install test reproduce lab lint clean-notebooks train-tiny
+.PHONY: install test reproduce lab lint clean-notebooks train-tiny browser
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -29,7 +29,16 @@ $(TEST_EXTRAS): pyproject.toml $(STAMP)
 	$(BIN)/pip install --quiet --disable-pip-version-check -e ".[$(EXTRAS)]"
 	@touch $(TEST_EXTRAS)
 
-test: $(TEST_EXTRAS)
+# The arena site's browser tests (tests/test_site.py) open pages in headless Chromium: installed from Debian when
+# missing and we are root (CI); elsewhere those tests are skipped and say how to install it.
+browser:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	  { if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	      (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) || \
+	      echo "could not install chromium: the browser tests will be skipped"; \
+	    else echo "chromium not found (not root): the browser tests will be skipped; apt-get install chromium"; fi; }
+
+test: $(TEST_EXTRAS) browser
 	$(BIN)/cachecraft fetch-instruct
 	$(BIN)/python -m pytest -q
 

@@ -21,11 +21,11 @@ from typing import Any
 
 import pandas as pd
 import torch
-from tqdm.auto import tqdm
 
 from .atomic import atomic_write_text
 from .prefill import SharedPrefill
 from .presses import make_press
+from .progress import tqdm
 from .timers import sync as _sync
 from .timing_stats import Spread, median_interval, paired_ratios, verdict
 

@@ -8,15 +8,19 @@ the ``parameters`` cell and read those numbers back with ``read_records``.
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from .paths import NOTEBOOKS, REPO, RUNS
+
+if TYPE_CHECKING:
+    from .notebook_progress import Progress
 
 RECORD_MIME = "application/vnd.cachecraft.record+json"
 KERNEL_NAME = "cachecraft"
@@ -24,8 +28,12 @@ KERNEL_DISPLAY = "Python (cachecraft .venv)"
 
 
 # The kernel's environment: string hashes (set iteration order, OpenEvolve's parent sampling) fixed, as
-# PYTHONHASHSEED takes effect only when an interpreter starts (see cachecraft_lib.search.determinism).
-KERNEL_ENV = {"PYTHONHASHSEED": "0"}
+# PYTHONHASHSEED takes effect only when an interpreter starts (see cachecraft_lib.search.determinism); progress
+# bars as text lines papermill can forward (cachecraft_lib.progress).
+# tqdm.auto's "IProgress not found" (no ipywidgets) is filtered: a headless run has no browser to draw widgets,
+# tqdm falls back to the text bars papermill forwards, and installing ipywidgets would hide them instead.
+KERNEL_ENV = {"PYTHONHASHSEED": "0", "CACHECRAFT_HEADLESS": "1"}
+KERNEL_WARNINGS = "ignore:IProgress not found"
 
 
 class NotebookFailed(RuntimeError):
@@ -44,9 +52,21 @@ def record(**values: Any) -> dict[str, Any]:
     """
     from IPython.display import display
 
-    payload = json.loads(json.dumps(values, default=_jsonable))
+    payload = _finite(json.loads(json.dumps(values, default=_jsonable)))
     display({RECORD_MIME: payload, "text/plain": f"recorded: {sorted(payload)}"}, raw=True)
     return payload
+
+
+def _finite(value: Any) -> Any:
+    """NaN and infinities as the strings jupyter_client would make of them ("nan", "inf"), written here so the
+    kernel sends valid JSON instead of warning that "Out of range float values are not JSON compliant"."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
 
 
 def _jsonable(value: Any) -> Any:
@@ -109,18 +129,22 @@ class NotebookRun:
 
 def run_notebook(notebook: str | Path, profile: str = "smoke", out_dir: str | Path | None = None,
                  parameters: dict[str, Any] | None = None, figures: str | Path | None = None,
-                 timeout: int | None = None, progress: bool = False) -> NotebookRun:
+                 timeout: int | None = None, progress: bool | TextIO | Progress = False) -> NotebookRun:
     """Execute one notebook with papermill, injecting ``PROFILE`` (and ``parameters``) into its tagged cell.
 
     The executed copy goes to ``out_dir`` (default ``runs/notebooks/<profile>/``, ignored by git).
     Figures go to ``figures`` (default: ``figures/`` for ``cpu``, ``runs/<profile>/figures`` otherwise).
     The kernel starts with ``KERNEL_ENV`` (a fixed string hash), so a notebook's results do not depend on
-    the caller's shell. Raises ``NotebookFailed`` naming the cell on error.
+    the caller's shell. ``progress`` (True: stdout, a stream, or a ``Progress``): each cell as it starts (k of n, elapsed),
+    the kernel's progress bars and log lines, and a line at least every minute (``notebook_progress``).
+    Raises ``NotebookFailed`` naming the cell on error.
     """
     import time
 
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
+
+    from .notebook_progress import ENGINE, Progress
 
     notebook = Path(notebook)
     out = Path(out_dir) if out_dir else RUNS / "notebooks" / profile
@@ -128,12 +152,15 @@ def run_notebook(notebook: str | Path, profile: str = "smoke", out_dir: str | Pa
     executed = out / notebook.name
     fig_dir = Path(figures) if figures else default_figures_dir(profile)
     params = {"PROFILE": profile, **(parameters or {})}
+    reporter = None if progress is False or progress is None else progress if isinstance(progress, Progress) \
+        else Progress(notebook.stem, None if progress is True else progress)
     start = time.time()
-    with kernel_env(CACHECRAFT_FIGURES_DIR=str(fig_dir), **KERNEL_ENV):
+    warnings = ",".join(w for w in (os.environ.get("PYTHONWARNINGS"), KERNEL_WARNINGS) if w)
+    with kernel_env(CACHECRAFT_FIGURES_DIR=str(fig_dir), PYTHONWARNINGS=warnings, **KERNEL_ENV):
         try:
             pm.execute_notebook(str(notebook), str(executed), parameters=params, kernel_name=ensure_kernel(),
-                                cwd=str(notebook.parent), progress_bar=progress, execution_timeout=timeout,
-                                log_output=False)
+                                cwd=str(notebook.parent), progress_bar=False, execution_timeout=timeout,
+                                log_output=False, engine_name=ENGINE, progress=reporter, stderr_file=reporter)
         except PapermillExecutionError as err:
             raise NotebookFailed(notebook, err.cell_index, f"{err.ename}: {err.evalue}", executed) from None
     return NotebookRun(notebook, executed, time.time() - start, read_records(executed))

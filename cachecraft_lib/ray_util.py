@@ -14,7 +14,7 @@ from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from tqdm.auto import tqdm
+from .progress import tqdm
 
 INSTALL_HINT = 'Ray is not installed: pip install -e ".[ray]"  (or: pip install "ray==2.60.0")'
 POLL_S = 1.0

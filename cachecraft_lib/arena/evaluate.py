@@ -29,11 +29,11 @@ import pandas as pd
 import torch
 from kvpress import BasePress
 from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
-from tqdm.auto import tqdm
 
 from ..grid.decode import CacheRow, decode_rows
 from ..pipeline import make_pipeline
 from ..prefill import SharedPrefill
+from ..progress import tqdm
 from ..ruler.scoring import as_refs, clean_prediction, metric_for
 from .baselines import baseline
 from .boards import Board

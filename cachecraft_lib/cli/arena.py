@@ -270,3 +270,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     from .arena_judge import add_judge_verb
 
     add_judge_verb(verb)
+    from .arena_site import add_site_verb  # `arena site`: the leaderboard as a static web site
+
+    add_site_verb(verb)

@@ -12,22 +12,36 @@ from ..profiles import PROFILES
 
 
 def _cmd_reproduce(args: argparse.Namespace) -> int:
+    from .. import run_timings
     from ..notebooks import NotebookFailed, list_notebooks, run_notebook
 
     books = list_notebooks(args.only)
     out = Path(args.out) if args.out else None
-    print(f"cachecraft reproduce: profile {args.profile}, {len(books)} notebook(s)")
+    log = run_timings.timings_path(args.profile)
+    revision = run_timings.commit()
+    print(f"cachecraft reproduce: profile {args.profile}, {len(books)} notebook(s); timings -> {log}", flush=True)
     total = time.time()
-    for book in books:
-        print(f"  running {book.name} ...", flush=True)
+    for number, book in enumerate(books, start=1):
+        print(f"  [{number}/{len(books)}] running {book.name} (all at {_clock(time.time() - total)}) ...", flush=True)
+        start, load = time.time(), run_timings.load()
         try:
-            run = run_notebook(book, args.profile, out_dir=out, figures=args.figures, progress=args.progress)
+            run = run_notebook(book, args.profile, out_dir=out, figures=args.figures, progress=not args.quiet)
         except NotebookFailed as err:
+            run_timings.append(log, args.profile, book.stem, time.time() - start, "failed", load, revision)
             print(f"FAILED: {err}", file=sys.stderr)
             return 1
-        print(f"  done    {book.name} in {run.seconds:.0f}s -> {run.executed}")
-    print(f"all notebooks ran in {time.time() - total:.0f}s")
+        run_timings.append(log, args.profile, book.stem, run.seconds, "ok", load, revision)
+        print(f"  done    {book.name} in {_clock(run.seconds)} -> {run.executed}", flush=True)
+    print(f"all notebooks ran in {_clock(time.time() - total)}; per notebook: {log}")
+    if run_timings.update_doc(args.profile):
+        print(f"updated the {args.profile} timings in {run_timings.DOC}")
     return 0
+
+
+def _clock(seconds: float) -> str:
+    from ..notebook_progress import clock
+
+    return clock(seconds)
 
 
 def _cmd_ruler_generate(args: argparse.Namespace) -> int:
@@ -80,12 +94,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add the suite's verbs."""
     p = sub.add_parser("reproduce", help="run the notebooks in order with papermill",
                        description="Execute every notebook (or --only some) under a profile; executed copies go "
-                                   "to runs/notebooks/<profile>/ and figures to figures/ (cpu) or runs/<profile>/figures.")
+                                   "to runs/notebooks/<profile>/ and figures to figures/ (cpu) or runs/<profile>/figures. "
+                                   "Each cell is shown as it starts, with the kernel's progress bars; per-notebook "
+                                   "times go to runs/<profile>/timings.csv (and the profile's table in "
+                                   "docs/timings.md).")
     p.add_argument("--profile", default="cpu", choices=sorted(PROFILES), help="scale to run at (default: cpu)")
     p.add_argument("--only", nargs="+", metavar="NN", help="notebook prefixes or names, e.g. 03 04_decomposition")
     p.add_argument("--out", help="folder for the executed notebooks")
     p.add_argument("--figures", help="folder for figures and tables")
-    p.add_argument("--progress", action="store_true", help="show papermill's per-cell progress bar")
+    p.add_argument("--quiet", action="store_true", help="one line per notebook, not the cell-by-cell progress "
+                   "(each cell as it starts, k of n, elapsed time, the kernel's progress bars)")
     p.set_defaults(func=_cmd_reproduce)
 
     ruler = sub.add_parser("ruler", help="generate or score RULER",

@@ -18,10 +18,10 @@ import numpy as np
 import pandas as pd
 import torch
 from kvpress import KVPressTextGenerationPipeline
-from tqdm.auto import tqdm
 
 from ..grid.decode import stop_ids
 from ..intervals import METHOD_NOTE, fmt, judge, paired_bootstrap
+from ..progress import tqdm
 from ..ruler.scoring import as_refs, clean_prediction, metric_for
 from .capped import CappedGenerator
 from .methods import cap_method

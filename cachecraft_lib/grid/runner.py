@@ -29,12 +29,12 @@ from typing import Any
 
 import pandas as pd
 import torch
-from tqdm.auto import tqdm
 
 from ..models import load_model
 from ..pipeline import Answerer, tokenwise_question
 from ..prefill import SharedPrefill
 from ..presses import REGISTRY, make_press
+from ..progress import tqdm
 from ..ruler import load
 from ..timers import clock
 from .cells import Cell

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from tqdm.auto import tqdm
 
 from ..atomic import atomic_write
+from ..progress import tqdm
 from .tasks import GENERATORS, SUBSTITUTES, TaskState
 from .templates import MAX_NEW_TOKENS, TASKS, split_context_question, task_family
 from .tokens import TokenCounter, as_counter

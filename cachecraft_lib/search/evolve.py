@@ -27,6 +27,7 @@ from . import health
 from .cascade import CONFIG_ENV, PAPER_GATE, PAPER_SEED_S1, SearchSettings
 from .determinism import deterministic_ids, hash_seed_fixed, restore_ids
 from .exchanges import write_exchanges
+from .iterations import iteration_bar, quiet_console
 from .mutator import OFFLINE_NAME, SYSTEM_MESSAGE, init_offline_client
 from .seeds import seed_path
 
@@ -185,6 +186,7 @@ async def _evolve_here(seed: str | Path, iterations: int, out: Path, profile: Pr
     handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         controller = OpenEvolve(str(initial), str(EVALUATOR_FILE), config, output_dir=str(out))
+        quiet_console()  # progress: one bar over the iterations (iterations.py), not OpenEvolve's INFO lines
         run = asyncio.ensure_future(controller.run(iterations=iterations - done,
                                                    checkpoint_path=str(checkpoint) if checkpoint else None))
 
@@ -193,7 +195,8 @@ async def _evolve_here(seed: str | Path, iterations: int, out: Path, profile: Pr
                 controller.parallel_controller.request_shutdown()
 
         try:
-            return await health.watch(run, out, health.offset(out), stop)
+            with iteration_bar(iterations - done, first=done):
+                return await health.watch(run, out, health.offset(out), stop)
         except EvolutionFailedError as err:
             raise NoCandidates(f"{err}. No iteration gave a program to evaluate; each one's reason and what the "
                                f"mutator answered: {out / 'llm_exchanges.md'}") from err

@@ -13,8 +13,8 @@ from collections import Counter
 from typing import Any
 
 import pandas as pd
-from tqdm.auto import tqdm
 
+from ..progress import tqdm
 from ..ruler import generate, score
 from ..ruler.scoring import as_refs, clean_prediction, metric_for
 

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from tqdm.auto import tqdm
 
 from ..atomic import atomic_write, atomic_write_text
+from ..progress import tqdm
 from .batches import step_batches
 from .losses import weighted_loss
 from .recipe import SHIPPED_BUDGET_MB, Recipe, lr_at, recipe_json, resumable

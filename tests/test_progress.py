@@ -1,0 +1,104 @@
+"""A headless notebook run shows its progress: each cell as it starts (k of n) with the elapsed time, the
+library's progress bars from inside the kernel, a line while a long cell is quiet, no kernel warnings, and
+``cachecraft reproduce`` writes its own per-notebook timings."""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from cachecraft_lib import run_timings
+from cachecraft_lib.notebook_progress import Progress, clock
+
+LOOP = """import time
+import cachecraft_lib.progress as progress
+progress.HEADLESS_DELAY, progress.HEADLESS_INTERVAL = 0, 0.05
+for i in progress.tqdm(range(6), desc="long loop", disable=True):  # a notebook's widgets off: the log still shows it
+    time.sleep(0.2)"""
+
+
+def _notebook(folder: Path) -> Path:
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "cachecraft", "display_name": "Python (cachecraft .venv)",
+                                 "language": "python"}
+    params = nbformat.v4.new_code_cell('PROFILE = "smoke"')
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [nbformat.v4.new_markdown_cell("# a tiny notebook"), params, nbformat.v4.new_code_cell(LOOP),
+                nbformat.v4.new_code_cell("time.sleep(2.6)  # quiet and long"),
+                nbformat.v4.new_code_cell("from cachecraft_lib.notebooks import record\nrecord(done=True)")]
+    path = folder / "00_tiny.ipynb"
+    nbformat.write(nb, str(path))
+    return path
+
+
+def test_progress_lines_split_tqdm_refreshes_and_say_how_long():
+    out = io.StringIO()
+    progress = Progress("nb", out)
+    progress.write("bar:  50%|##   | 1/2 [00:01<00:01]\rbar: 100%|#####| 2/2 [00:02<00:00]\rbar: 100%|#####| 2/2 "
+                   "[00:02<00:00]\n\x1b[A\nwarning: x\n")
+    assert out.getvalue().splitlines() == ["    [nb] bar:  50%|##   | 1/2 [00:01<00:01]",
+                                           "    [nb] bar: 100%|#####| 2/2 [00:02<00:00]", "    [nb] warning: x"]
+    assert (clock(42), clock(75), clock(3725)) == ("42s", "1m15s", "1h02m")
+
+
+def test_a_headless_run_shows_cells_bars_and_a_heartbeat(tmp_path, capfd, monkeypatch):
+    from cachecraft_lib.cli import main
+
+    book = _notebook(tmp_path)
+    monkeypatch.setattr("cachecraft_lib.notebooks.list_notebooks", lambda only=None: [book])
+    monkeypatch.setattr("cachecraft_lib.notebook_progress.HEARTBEAT", 1.0)
+    monkeypatch.setattr(run_timings, "timings_path", lambda profile: tmp_path / "runs" / profile / "timings.csv")
+    doc = tmp_path / "timings.md"
+    doc.write_text("# timings\n<!-- timings:smoke:begin -->\nold\n<!-- timings:smoke:end -->\nafter\n")
+    monkeypatch.setattr(run_timings, "DOC", doc)
+    assert main(["reproduce", "--profile", "smoke", "--out", str(tmp_path / "out"),
+                 "--figures", str(tmp_path / "f")]) == 0
+    captured = capfd.readouterr()
+    out = captured.out
+    cells = re.findall(r"\[00_tiny\] cell (\d)/(\d): (.*?)  \(notebook at (\d+)s\)", out)
+    assert [(k, n) for k, n, _, _ in cells] == [("1", "5"), ("2", "5"), ("3", "5"), ("4", "5"), ("5", "5")]
+    assert cells[1][2] == "(the injected parameters)" and cells[3][2].startswith("time.sleep(2.6)")
+    assert int(cells[-1][3]) >= 3  # elapsed time grows: the loop and the sleep took over 3 s
+    bars = re.findall(r"\[00_tiny\] long loop: +\d+%\|.*?\| (\d)/6 \[", out)
+    assert bars and bars[-1] == "6" and len(bars) >= 3  # several refreshes reached us, the last one complete
+    assert re.search(r"cell 4/5 still running \(\d+s in this cell", out)
+    assert "[1/1] running 00_tiny.ipynb" in out and "done    00_tiny.ipynb in" in out
+    everything = captured.out + captured.err
+    assert "without encryption" not in everything and "KeyboardInterrupt" not in everything
+    rows = run_timings.latest(tmp_path / "runs" / "smoke" / "timings.csv")
+    assert [(r["notebook"], r["status"]) for r in rows] == [("00_tiny", "ok")] and float(rows[0]["seconds"]) > 3
+    text = doc.read_text()
+    assert "old" not in text and "| 00_tiny |" in text and text.endswith("<!-- timings:smoke:end -->\nafter\n")
+
+
+def test_a_quiet_run_prints_nothing_and_still_records(tmp_path, capfd):
+    from cachecraft_lib.notebooks import read_records, run_notebook
+
+    run = run_notebook(_notebook(tmp_path), "smoke", out_dir=tmp_path / "out", figures=tmp_path / "f")
+    assert run.records == {"done": True} == read_records(run.executed)
+    captured = capfd.readouterr()
+    assert "[00_tiny]" not in captured.out and "KeyboardInterrupt" not in captured.err
+
+
+def test_timings_table_keeps_the_latest_run_per_notebook(tmp_path):
+    path = tmp_path / "timings.csv"
+    for name, seconds, status in (("03_grid", 100, "failed"), ("00_a", 5, "ok"), ("03_grid", 90, "ok")):
+        run_timings.append(path, "cpu", name, seconds, status, 0.5, "abc1234")
+    table = run_timings.timings_table(path)
+    assert [line.split("|")[1].strip() for line in table.splitlines()[2:]] == ["00_a", "03_grid", "**all that ran**"]
+    assert "| 90 | ok |" in table and "**95**" in table
+    assert not run_timings.update_doc("cpu", path, tmp_path / "no-markers.md")
+
+
+@pytest.mark.parametrize("on", ["1", ""])
+def test_library_bars_are_text_only_when_headless(monkeypatch, on):
+    from cachecraft_lib import progress
+
+    monkeypatch.setenv(progress.HEADLESS_ENV, on)
+    bar = progress.tqdm(total=3, disable=True)
+    assert bar.disable is (not on)
+    bar.close()

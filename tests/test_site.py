@@ -1,0 +1,191 @@
+"""``cachecraft arena site``: the leaderboard as a static site, checked as HTML and, where Chromium is
+installed, in a real headless browser opening the pages from disk (DOM, screenshot, a hostile DESCRIPTION.md
+that must stay text, a tampered ledger that must say so)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from cachecraft_lib.arena.ledger import Ledger
+from cachecraft_lib.arena.site import write_site
+from cachecraft_lib.arena.site.data import rank_range, slug
+from cachecraft_lib.arena.site.markup import markdown
+from cachecraft_lib.arena.submission import load_submission
+
+GOOD = Path(__file__).parent / "assets" / "arena" / "good_scores"
+HOSTILE = ("\n## Evil\n<script>document.title='PWNED';document.body.setAttribute('data-pwned','1')</script>\n"
+           "<img src=x onerror=\"document.title='PWNED'\">\n**bold** and `code`\n")
+FLAGS = ["UNDISCLOSED_PRIOR_ART"]
+
+
+def _entry(board: str, name: str, overall: float, kind: str = "baseline", eligible: bool = True,
+           author: str = "baseline", **extra) -> dict:
+    return {"board": board, "name": name, "author": author, "kind": kind, "round": 1, "overall": overall,
+            "lo": overall - 0.05, "hi": overall + 0.05, "accuracy": overall, "memory": 0.3, "memory_physical": 0.3,
+            "speed": 0.2, "overhead": 0.01, "eligible": eligible, "moved": eligible, "rules_version": 1, **extra}
+
+
+@pytest.fixture()
+def arena(tmp_path) -> tuple[Path, Path, str]:
+    """A smoke-profile ledger through the arena's own API: baselines on A and B_online, a hostile submission
+    that moved board A, its points, a judge's flag and a rejection. Returns (ledger, folder, entry name)."""
+    folder = tmp_path / "hostile"
+    shutil.copytree(GOOD, folder)
+    (folder / "DESCRIPTION.md").write_text((folder / "DESCRIPTION.md").read_text() + HOSTILE)
+    (folder / "dev_report.json").write_text(json.dumps({"board": "A", "split": "dev", "method": "good-scores",
+                                                        "gain": {"point": 0.07, "lo": 0.01, "hi": 0.12}}))
+    sub = load_submission(folder)
+    ledger = Ledger(tmp_path / "arena" / "ledger.jsonl")
+    ledger.append("round", {"round": 1, "profile": "smoke", "commitment": "ab" * 32})
+    for name, overall, ok in (("snapkv", 0.50, True), ("tova", 0.45, True), ("random", 0.20, True),
+                              ("full", 0.80, False)):
+        ledger.append("baseline", _entry("A", name, overall, eligible=ok))
+    ledger.append("baseline", _entry("B_online", "knorm", 0.2))
+    ledger.append("submission", _entry("A", sub.name, 0.62, "submission", author=sub.author,
+                                       code_sha256=sub.code_sha256, gain=0.12, gain_lo=0.05, gain_hi=0.2))
+    ledger.append("points", {"board": "A", "name": sub.name, "author": sub.author, "points": 12.0,
+                             "rule": "frozen_bar", "round": 1})
+    ledger.append("review", {"board": "A", "name": sub.name, "author": sub.author, "judge": "rules", "novelty": 0,
+                             "effectiveness": 3, "soundness": 1, "flags": FLAGS, "notes": []})
+    ledger.append("rejection", {"board": "A", "name": "bad", "author": "x", "kind": "crash",
+                                "message": "<b onmouseover=alert(1)>boom</b>"})
+    return ledger.path, folder, sub.name
+
+
+def _tamper(ledger: Path) -> None:
+    lines = ledger.read_text().splitlines()
+    lines[1] = lines[1].replace('"overall": 0.5', '"overall": 0.9')
+    ledger.write_text("\n".join(lines) + "\n")
+
+
+# ----------------------------------------------------------------------------------------------- as HTML
+def test_rank_ranges_follow_the_intervals():
+    lo, hi = pd.Series([0.57, 0.45, 0.40, 0.15]), pd.Series([0.67, 0.55, 0.50, 0.25])
+    assert rank_range(lo, hi) == [(1, 1), (2, 3), (2, 3), (4, 4)]
+    assert rank_range(pd.Series([0.1, 0.1]), pd.Series([0.9, 0.9])) == [(1, 2), (1, 2)]
+
+
+def test_markdown_keeps_markup_out():
+    html = markdown("## Idea\n<script>x()</script> **b**\n- <img src=x onerror=y()>\n```\n<b>\n```")
+    assert "<script" not in html and "<img" not in html and "<b>" not in html
+    assert "&lt;script&gt;" in html and "<h4>Idea</h4>" in html and "<strong>b</strong>" in html
+    assert "<li>&lt;img src=x onerror=y()&gt;</li>" in html and "<pre><code>&lt;b&gt;</code></pre>" in html
+
+
+def test_site_pages_from_the_ledger(arena, tmp_path):
+    ledger, folder, name = arena
+    check = write_site(ledger, tmp_path / "site", [folder])
+    assert check.ok and check.count == 10 and check.head == Ledger(ledger).head()["hash"]
+    index = (tmp_path / "site" / "index.html").read_text()
+    assert 'id="chain-status">verified<' in index and check.head in index
+    assert "gate threshold" in index and "frozen_bar" in index and "relative: accuracy" in index
+    board = (tmp_path / "site" / "boards" / "A.html").read_text()
+    assert board.count('<tr class="entry') == 5 and "2&ndash;3" in board and "FLAGGED: UNDISCLOSED" in board
+    assert "<b onmouseover" not in board and "&lt;b onmouseover=alert(1)&gt;" in board
+    page = (tmp_path / "site" / "entries" / slug("A", name)).read_text()
+    assert "<script>" not in page.split("</head>")[1] and "&lt;script&gt;" in page and "<img" not in page
+    assert "&quot;point&quot;: 0.07" in page  # the dev report, escaped
+    assert not any((tmp_path / "site").rglob("*.js")) and "http" not in board.replace("http-equiv", "")
+
+
+def test_a_tampered_ledger_is_not_a_clean_board(arena, tmp_path):
+    ledger, folder, _ = arena
+    _tamper(ledger)
+    check = write_site(ledger, tmp_path / "site", [folder])
+    assert not check.ok and check.count == 1 and "line 2" in check.message and str(tmp_path) not in check.message
+    for page in (tmp_path / "site").rglob("*.html"):
+        assert "LEDGER DOES NOT VERIFY" in page.read_text(), page
+    assert 'id="chain-status">FAILED<' in (tmp_path / "site" / "index.html").read_text()
+
+
+def test_cli_writes_the_site_and_fails_on_tampering(arena, tmp_path, capsys):
+    from cachecraft_lib.cli import main
+
+    ledger, folder, _ = arena
+    args = ["arena", "site", str(tmp_path / "site"), "--profile", "smoke", "--root", str(ledger.parent),
+            "--submissions", str(folder)]
+    assert main(args) == 0 and "hash chain verified" in capsys.readouterr().out
+    lines = ledger.read_text().splitlines()
+    ledger.write_text("\n".join(lines[:-1]) + "\n")  # cut the last line: the head file knows
+    assert main(args) == 1 and "does not verify" in capsys.readouterr().err
+    assert "is missing" in (tmp_path / "site" / "index.html").read_text()
+
+
+# -------------------------------------------------------------------------------------------- in a browser
+def _chromium() -> str | None:
+    return os.environ.get("CACHECRAFT_CHROMIUM") or next(
+        (p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
+
+
+CHROMIUM = _chromium()
+browser = pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium not found: `apt-get install chromium` "
+                                                      "(make test does it when run as root) or set CACHECRAFT_CHROMIUM")
+
+
+def _chrome(page: Path, *args: str) -> str:
+    """Run headless Chromium on a file:// URL (flags for root in a container: no sandbox, no network services)."""
+    with tempfile.TemporaryDirectory() as profile:
+        out = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                              "--no-first-run", "--disable-background-networking", "--disable-component-update",
+                              "--disable-sync", f"--user-data-dir={profile}", "--virtual-time-budget=2000", *args,
+                              page.resolve().as_uri()], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout
+
+
+def _title(dom: str) -> str:
+    return re.search(r"<title>(.*?)</title>", dom, re.S).group(1)
+
+
+@browser
+def test_the_board_in_a_browser(arena, tmp_path):
+    ledger, folder, name = arena
+    write_site(ledger, tmp_path / "site", [folder])
+    dom = _chrome(tmp_path / "site" / "boards" / "A.html", "--dump-dom")
+    rows = re.findall(r'<tr class="(entry[^"]*)">(.*?)</tr>', dom, re.S)
+    assert [re.search(r'class="rank">(.*?)<', r).group(1) for _, r in rows] == ["1", "2–3", "2–3", "4", "5"]
+    flagged = [r for c, r in rows if "flagged" in c.split()]
+    assert len(flagged) == 1 and name in flagged[0] and "FLAGGED: UNDISCLOSED_PRIOR_ART" in flagged[0]
+    assert dom.count('<svg class="bar"') == 5
+    shot = tmp_path / "board_A.png"
+    _chrome(tmp_path / "site" / "boards" / "A.html", "--window-size=1500,900", f"--screenshot={shot}")
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
+    index = _chrome(tmp_path / "site" / "index.html", "--dump-dom")
+    assert 'id="chain-status">verified<' in index and index.count('class="board"') == 4
+
+
+@browser
+def test_a_hostile_description_stays_text_in_a_browser(arena, tmp_path):
+    ledger, folder, name = arena
+    control = tmp_path / "control.html"  # the same text unescaped: proves the browser would run it
+    control.write_text(f"<!DOCTYPE html><html><head><title>clean</title></head><body>{HOSTILE}</body></html>")
+    ran = _chrome(control, "--dump-dom")
+    assert _title(ran) == "PWNED" and re.search(r"<body[^>]*data-pwned", ran)
+    write_site(ledger, tmp_path / "site", [folder])
+    dom = _chrome(tmp_path / "site" / "entries" / slug("A", name), "--dump-dom")
+    assert _title(dom) == f"{name} on board A" and not re.search(r"<body[^>]*data-pwned", dom)
+    body = dom.split("<body", 1)[1]
+    assert "<script" not in body and "<img" not in body
+    assert "&lt;script&gt;document.title='PWNED'" in body and 'onerror="document.title' in body  # shown as text
+    assert "<strong>bold</strong>" in body
+
+
+@browser
+def test_a_tampered_ledger_says_so_in_a_browser(arena, tmp_path):
+    ledger, folder, _ = arena
+    _tamper(ledger)
+    write_site(ledger, tmp_path / "site", [folder])
+    dom = _chrome(tmp_path / "site" / "index.html", "--dump-dom")
+    assert 'id="tampered"' in dom and "LEDGER DOES NOT VERIFY" in dom and 'id="chain-status">FAILED<' in dom
+    shot = tmp_path / "tampered.png"
+    _chrome(tmp_path / "site" / "index.html", "--window-size=1300,800", f"--screenshot={shot}")
+    assert shot.stat().st_size > 10_000
