@@ -13,7 +13,9 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from .paths import figures_dir
+from .paths import figures_dir, use_profile
+
+__all__ = ["METHOD_COLORS", "save_table", "savefig", "set_style", "to_markdown", "use_profile"]
 
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 METHOD_COLORS = {"frc": "#d62728", "chunkkv": "#1f77b4", "snapkv": "#2ca02c", "adasnapkv": "#9467bd",
