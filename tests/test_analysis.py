@@ -66,7 +66,26 @@ def test_degradation_has_intervals():
     deg = analysis.degradation_table(samples(GRID), 0.8, 0.88).set_index("method")
     assert deg.loc["frc", "drop_0.80_to_0.88"] == pytest.approx(5, abs=2)
     assert (deg.lo <= deg["drop_0.80_to_0.88"]).all() and (deg["drop_0.80_to_0.88"] <= deg.hi).all()
-    assert deg.loc["chunkkv", "paper_drop"] == 14
+    assert deg.loc["chunkkv", "paper_drop"] == "~14" and deg.loc["frc", "paper_drop"] == "~7"  # approximate, as quoted
+    assert deg.loc["snapkv", "paper_drop"] == ""
+
+
+def test_per_task_table_has_intervals_and_its_length():
+    table = analysis.per_task_table(samples(GRID), STAND_IN, 1024, 0.88)
+    assert list(table.index) == [*TASKS, "aggregate"] and set(table.length) == {1024} and set(table.n) == {10}
+    assert list(table.columns[2:]) == ["chunkkv", "frc", "no_press", "snapkv"]
+    assert all("[" in v and "]" in v for v in table.frc)  # point [lo, hi]
+    boot = __import__("cachecraft_lib.intervals", fromlist=["x"]).paired_bootstrap(samples(GRID))
+    assert table.loc["aggregate", "frc"] == analysis.fmt(boot.mean("1024_frc_0.88"))
+
+
+def test_decomposition_tables_say_the_paper_column_is_a_correspondence():
+    grid = samples({("no_press", 0.0): 80, ("frc", 0.88): 60, ("v1_tokenwise", 0.88): 30,
+                    ("frc_tokenwise", 0.88): 58}, lengths=(1024,))
+    table = analysis.compare_with_paper(grid, ["v1_tokenwise", "frc", "frc_tokenwise"], 0.88, "decomposition")
+    assert set(table.paper_cell) == {"paper: Llama-3.1-8B-Instruct at 4096; correspondence, not a match: "
+                                     "tiny-ruler-llama at 1024 stands in for it"}
+    assert analysis.paper_cell_note("meta-llama/Llama-3.1-8B-Instruct", 4096).endswith("same model and length")
 
 
 def test_takeaway1_verdicts_are_three_valued():
