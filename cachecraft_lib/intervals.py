@@ -83,6 +83,18 @@ class Bootstrap:
         lo, hi = np.percentile(values, [tail, 100 - tail]) if n >= 2 else (np.nan, np.nan)
         return Interval(float(self.point[cols] @ w), float(lo), float(hi), n)
 
+    def ratio(self, a: str, b: str) -> Interval:
+        """``a / b`` with its percentile interval over the same resamples (no interval where ``b`` can be 0)."""
+        i, j = self.units.index(a), self.units.index(b)
+        n = int(min(self.n[i], self.n[j]))
+        point = float(self.point[i] / self.point[j]) if self.point[j] > 0 else math.nan
+        den = self.draws[:, j]
+        if n < 2 or (den <= 0).any():
+            return Interval(point, math.nan, math.nan, n)
+        tail = (1 - self.level) / 2 * 100
+        lo, hi = np.percentile(self.draws[:, i] / den, [tail, 100 - tail])
+        return Interval(point, float(lo), float(hi), n)
+
     def mean(self, unit: str) -> Interval:
         """The aggregate of one unit."""
         return self.contrast({unit: 1.0})

@@ -65,6 +65,8 @@ def savefig(name: str, fig: plt.Figure | None = None, out_dir: str | Path | None
 def to_markdown(df: pd.DataFrame, floatfmt: str = ".2f") -> str:
     """A GitHub-flavoured Markdown table (no extra dependency)."""
     def cell(v: object) -> str:
+        if v is pd.NA:
+            return ""
         if isinstance(v, float):
             return "" if pd.isna(v) else format(v, floatfmt)
         return str(v).replace("|", "\\|")

@@ -122,6 +122,25 @@ def test_decomposition_verdicts():
     assert table.loc["chunkkv", "delta_vs_first_lo"] > 0
     weak = claims.decomposition_verdicts(samples({k: 5.0 for k in grid}, lengths=(1024,), noise=1))
     assert set(weak.verdict) == {NOT_MEASURABLE}
+    assert list(v.decides) == ["points", "points", "points", "points"]  # at 60-71% of the paper's level
+
+
+def test_takeaway2_on_a_stand_in_far_below_the_paper_is_judged_on_a_scale_that_carries_over():
+    """FRC 10.4 vs V1 4.7 (2.2x): 5.7 points misses "> 10 points", yet is far beyond the paper's ratio bar."""
+    low = {("no_press", 0.0): 70, ("v1_tokenwise", 0.88): 4.7, ("frc", 0.88): 10.4, ("frc_tokenwise", 0.88): 10.4,
+           ("frc", 0.83): 30, ("frc_no_maxhead", 0.83): 30, ("frc_no_density", 0.83): 25,
+           ("frc_local_only", 0.83): 25, ("chunkkv", 0.83): 28}
+    rng = np.random.default_rng(4)
+    rows = [{"cell": f"{m}_{r}", "model": STAND_IN, "length": 1024, "method": m, "ratio": r, "task": t, "index": i,
+             "score": float(np.clip(mean * (1 + 0.1 * rng.normal()), 0, 100))}
+            for (m, r), mean in low.items() for t in TASKS for i in range(20)]
+    v = claims.decomposition_verdicts(pd.DataFrame(rows)).set_index("claim")
+    scorer = v.loc["the FRC scorer beats the V1 scorer by a wide margin (> 10 points)"]
+    assert scorer.verdict_points == CONTRADICTED and scorer.verdict_relative == REPRODUCED
+    assert scorer.decides == "relative" and scorer.verdict == REPRODUCED
+    assert "ratio 2.2" in scorer.here and "> 1.575" in scorer.here  # (17.4 + 10) / 17.4
+    chunk = v.loc["chunking adds little once the scorer is FRC (within 5 points)"]
+    assert chunk.decides == "relative" and chunk.verdict == chunk.verdict_relative
 
 
 def test_tables_refuse_the_summary():
