@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .intervals import NOT_MEASURABLE, Bootstrap, Interval, fmt, judge, paired_bootstrap
+from .intervals import NOT_MEASURABLE, Bootstrap, Interval, fmt, judge, paired_bootstrap, rank_range
 from .paths import REPO
 from .profiles import PAPER_MODELS
 
@@ -105,10 +105,7 @@ def rank_table(samples: pd.DataFrame, methods: list[str]) -> pd.DataFrame:
             continue
         point = {m: boot.mean(c).point for m, c in by.items()}
         diffs = {m: boot.diff(by["frc"], c) for m, c in by.items() if m != "frc"}
-        ahead = sorted(m for m, d in diffs.items() if d.defined and d.hi < 0)
-        behind = sorted(m for m, d in diffs.items() if d.defined and d.lo > 0)
-        shared = sorted(set(diffs) - set(ahead) - set(behind))
-        best, worst = 1 + len(ahead), 1 + len(ahead) + len(shared)
+        best, worst, shared = rank_range(diffs)
         top, bottom = max(point, key=point.get), min(point, key=point.get)
         rows.append({"model": Path(model).name, "length": length, "ratio": ratio, **_columns("frc", boot.mean(by["frc"])),
                      "best_other": max((point[m] for m in diffs), default=np.nan),

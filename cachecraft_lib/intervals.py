@@ -274,6 +274,19 @@ def combine(verdicts: Iterable[Verdict]) -> Verdict:
     return Verdict(INCONCLUSIVE, None if not needed or None in needed else max(needed), "for" if open_ else None)
 
 
+def rank_range(diffs: Mapping[str, Interval]) -> tuple[int, int, list[str]]:
+    """A rank as a range, from the paired differences ``this - other`` to every other entry (higher is better).
+
+    Entries whose difference interval lies below 0 rank ahead, above 0 behind; the rest (the interval
+    includes 0, or there is none) share the rank: (best, worst, those shared with). The one rule for
+    notebook 03's FRC rank and the arena leaderboard.
+    """
+    ahead = [m for m, d in diffs.items() if d.defined and d.hi < 0]
+    behind = [m for m, d in diffs.items() if d.defined and d.lo > 0]
+    shared = sorted(set(diffs) - set(ahead) - set(behind))
+    return 1 + len(ahead), 1 + len(ahead) + len(shared), shared
+
+
 def fmt(est: Interval, digits: int = 1) -> str:
     """``"12.3 [8.1, 16.0]"``; without an interval (one sample per task) says so."""
     if not est.defined:
