@@ -274,6 +274,25 @@ def combine(verdicts: Iterable[Verdict]) -> Verdict:
     return Verdict(INCONCLUSIVE, None if not needed or None in needed else max(needed), "for" if open_ else None)
 
 
+def over_rows(frame: pd.DataFrame, statistic, resamples: int = RESAMPLES, seed: int = SEED,
+              level: float = LEVEL, key: str = "rows") -> Interval:
+    """A statistic of a whole table (e.g. a rank correlation over programs) with a percentile bootstrap interval,
+    resampling its rows with replacement (the same seeded draw, ``stratum_rng``); resamples where the statistic is
+    undefined (NaN) are left out, and with fewer than 3 rows there is no interval."""
+    n = len(frame)
+    point = float(statistic(frame)) if n else math.nan
+    if n < 3:
+        return Interval(point, math.nan, math.nan, n)
+    rng = stratum_rng(seed, (key,), n)
+    values = np.array([statistic(frame.iloc[rng.integers(0, n, n)]) for _ in range(resamples)], dtype=float)
+    values = values[~np.isnan(values)]
+    if len(values) < resamples / 2:
+        return Interval(point, math.nan, math.nan, n)
+    tail = (1 - level) / 2 * 100
+    lo, hi = np.percentile(values, [tail, 100 - tail])
+    return Interval(point, float(lo), float(hi), n)
+
+
 def rank_range(diffs: Mapping[str, Interval]) -> tuple[int, int, list[str]]:
     """A rank as a range, from the paired differences ``this - other`` to every other entry (higher is better).
 

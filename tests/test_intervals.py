@@ -233,3 +233,18 @@ def test_corrupt_or_inconsistent_results_are_skipped_with_a_warning(tmp_path):
     text = " ".join(str(w.message) for w in caught)
     assert "tampered" in text and "vt" in text and "torn" in text
     assert set(load_samples(tmp_path / "good" / "..", cells=["good"]).cell) == {"good"}
+
+
+def test_a_rank_correlation_over_programs_gets_a_bootstrap_interval():
+    from cachecraft_lib.intervals import over_rows
+
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=60)
+    frame = pd.DataFrame({"x": x, "y": x + rng.normal(0, 1.0, 60)})
+    rho = over_rows(frame, lambda f: f.x.rank().corr(f.y.rank()), resamples=500)
+    assert 0.3 < rho.lo < rho.point < rho.hi < 0.9 and rho.n == 60
+    again = over_rows(frame, lambda f: f.x.rank().corr(f.y.rank()), resamples=500)
+    assert again == rho  # seeded
+    noise = over_rows(frame.assign(y=rng.normal(size=60)), lambda f: f.x.rank().corr(f.y.rank()), resamples=500)
+    assert noise.lo < 0 < noise.hi
+    assert not over_rows(frame.head(2), lambda f: 0.0).defined
