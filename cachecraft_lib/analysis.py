@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .intervals import NOT_MEASURABLE, Bootstrap, Interval, fmt, judge, paired_bootstrap
+from .intervals import NOT_MEASURABLE, Bootstrap, Interval, fmt, judge, paired_bootstrap, rank_range
 from .paths import REPO
 from .profiles import PAPER_MODELS
 
@@ -22,7 +22,8 @@ PAPER_NUMBERS = REPO / "data" / "paper_numbers.csv"
 TIE_POINTS = 1.0  # "within about 1 point"
 MIN_MEASURABLE = 25.0  # below this uncompressed score, method differences are noise, not evidence
 PAPER_NAMES = {"llama": PAPER_MODELS[0], "qwen": PAPER_MODELS[1]}
-STAND_IN_LENGTHS = {1024: 4096, 2048: 8192}  # the embedded model's lengths, in the paper's 1:2 ratio
+STAND_IN_LENGTHS = {1024: 4096, 2048: 8192}
+PAPER_LENGTH = 4096  # the paper's decomposition, ablation and search numbers: Llama-3.1-8B at 4096  # the embedded model's lengths, in the paper's 1:2 ratio
 CELL_COLUMNS = ["cell", "model", "length", "method", "ratio"]
 _NA = Interval(np.nan, np.nan, np.nan, 0)  # a cell the table lacks
 
@@ -104,10 +105,7 @@ def rank_table(samples: pd.DataFrame, methods: list[str]) -> pd.DataFrame:
             continue
         point = {m: boot.mean(c).point for m, c in by.items()}
         diffs = {m: boot.diff(by["frc"], c) for m, c in by.items() if m != "frc"}
-        ahead = sorted(m for m, d in diffs.items() if d.defined and d.hi < 0)
-        behind = sorted(m for m, d in diffs.items() if d.defined and d.lo > 0)
-        shared = sorted(set(diffs) - set(ahead) - set(behind))
-        best, worst = 1 + len(ahead), 1 + len(ahead) + len(shared)
+        best, worst, shared = rank_range(diffs)
         top, bottom = max(point, key=point.get), min(point, key=point.get)
         rows.append({"model": Path(model).name, "length": length, "ratio": ratio, **_columns("frc", boot.mean(by["frc"])),
                      "best_other": max((point[m] for m in diffs), default=np.nan),
@@ -163,14 +161,24 @@ def _pick(p: pd.DataFrame, method: str, metric: str = "ruler") -> float:
     return float(hit.value.iloc[0]) if len(hit) else np.nan
 
 
-def per_task_table(results: pd.DataFrame, model: str, length: int, ratio: float = 0.88) -> pd.DataFrame:
-    """Methods x tasks at one (model, length, ratio), plus no compression (from the summary)."""
-    cell = results[(results.model == model) & (results.length == length) &
-                   ((results.ratio == ratio) | (results.method == "no_press"))]
-    task_cols = [c for c in cell.columns if c.startswith("task:")]
-    table = cell.set_index("method")[task_cols + ["aggregate"]]
-    table.columns = [c.removeprefix("task:") for c in table.columns]
-    return table.T
+def per_task_table(samples: pd.DataFrame, model: str, length: int, ratio: float = 0.88) -> pd.DataFrame:
+    """Methods x tasks at one (model, length, ratio), plus no compression: each task's mean with its 95%
+    interval over that task's samples (the paired bootstrap on the task alone), the aggregate last.
+
+    Columns ``length`` and ``n`` say where the table comes from and how many samples each task has.
+    """
+    cells = cells_of(samples)
+    hit = cells[(cells.model == model) & (cells.length == length)]
+    by = cells_at(hit, ratio)
+    sub = samples[samples.cell.isin(by.values())]
+    names = {c: m for m, c in by.items()}
+    rows = []
+    for task, part in [*sub.groupby("task", sort=False), ("aggregate", sub)]:
+        boot = paired_bootstrap(part)
+        n = int(part.groupby(["cell"]).size().min() // max(part.task.nunique(), 1))
+        rows.append({"task": task, "length": length, "n": n,
+                     **{names[c]: fmt(boot.mean(c)) for c in sorted(by.values(), key=names.get)}})
+    return pd.DataFrame(rows).set_index("task")
 
 
 def drop_weights(cells: pd.DataFrame, method: str, low: float, high: float) -> dict[str, float]:
@@ -198,8 +206,14 @@ def degradation_table(samples: pd.DataFrame, low: float = 0.80, high: float = 0.
         if weights:
             est = boot.contrast(weights)
             rows.append({"method": method, column: est.point, "lo": est.lo, "hi": est.hi, "drop [95% CI]": fmt(est),
-                         "paper_drop": float(paper[method]) if method in paper else np.nan})
+                         "paper_drop": approximate(paper[method]) if method in paper else ""})
     return pd.DataFrame(rows, columns=["method", column, "lo", "hi", "drop [95% CI]", "paper_drop"]).sort_values(column)
+
+
+def approximate(value: object) -> str:
+    """The paper's "about 7" stays "~7" (averaged over four cells, quoted without decimals), not 7.00."""
+    number = float(value)
+    return f"~{number:g}"
 
 
 def is_paper_scale(results: pd.DataFrame) -> bool:
@@ -210,7 +224,8 @@ def is_paper_scale(results: pd.DataFrame) -> bool:
 def compare_with_paper(samples: pd.DataFrame, methods: list[str], ratio: float, table: str) -> pd.DataFrame:
     """Our aggregate per method at ``ratio`` (one model and length) beside the paper's ``table`` rows.
 
-    ``delta_vs_first`` is each method minus the first, paired, with its interval.
+    ``delta_vs_first`` is each method minus the first, paired, with its interval. ``paper_cell`` names the
+    paper's cell (Llama-3.1-8B at 4096) and, for the stand-in, says it is a correspondence, not a match.
     """
     cells, boot = cells_of(samples), paired_bootstrap(samples)
     hit = cells[np.isclose(cells.ratio, ratio) & cells.method.isin(methods)]
@@ -218,11 +233,24 @@ def compare_with_paper(samples: pd.DataFrame, methods: list[str], ratio: float, 
         raise ValueError(f"compare_with_paper: several cells per method at r = {ratio}; pass one model and length")
     by = dict(zip(hit.method, hit.cell, strict=True))
     ref = paper_numbers(table).set_index("method").value
+    cell = paper_cell_note(hit.model.iloc[0], int(hit.length.iloc[0])) if len(hit) else ""
     rows = []
     for m in methods:
         here = boot.mean(by[m]) if m in by else _NA
         delta = boot.diff(by[m], by[methods[0]]) if m in by and methods[0] in by else _NA
         rows.append({"method": m, **_columns("here", here), "here [95% CI]": fmt(here) if m in by else "",
                      "paper": ref.get(m, np.nan), **_columns("delta_vs_first", delta),
-                     "paper_delta_vs_first": ref.get(m, np.nan) - ref.get(methods[0], np.nan)})
+                     "paper_delta_vs_first": ref.get(m, np.nan) - ref.get(methods[0], np.nan), "paper_cell": cell})
     return pd.DataFrame(rows).set_index("method")
+
+
+def paper_cell_note(model: str, length: int) -> str:
+    """How the paper's column (Llama-3.1-8B at 4096) relates to this (model, length): the same cell, or a
+    stated correspondence (the stand-in at 1024 beside the paper's 4096), never a match."""
+    paper = f"paper: {PAPER_NAMES['llama'].split('/')[-1]} at {PAPER_LENGTH}"
+    fam = model_family(model)
+    if fam == "llama" and length == PAPER_LENGTH:
+        return f"{paper}; same model and length"
+    if fam not in PAPER_NAMES and STAND_IN_LENGTHS.get(length) == PAPER_LENGTH:
+        return f"{paper}; correspondence, not a match: {Path(model).name} at {length} stands in for it"
+    return f"{paper}; here {Path(model).name} at {length}: not the paper's cell"

@@ -1,19 +1,25 @@
 """One look for every figure and one writer for every table.
 
 ``savefig(name)`` writes ``figures/<name>.png`` and ``.pdf``; ``save_table(df, name)`` writes
-CSV, Markdown and LaTeX. Notebooks use nothing else, so a whole reproduction lands in one folder
-with the paper's names (``fig_ruler_vs_ratio``, ``table_ruler_r088``, ...).
+CSV, Markdown and LaTeX; ``save_samples(df, name)`` writes the per-sample scores a notebook's tables are
+computed from to ``figures/samples/<name>.csv.gz`` (compact, byte-stable, with models by name, not folder), so
+a reader can recompute any interval from the repository. Notebooks use nothing else, so a whole reproduction
+lands in one folder with the paper's names (``fig_ruler_vs_ratio``, ``table_ruler_r088``, ...).
 """
 
 from __future__ import annotations
 
+import gzip
+import io
 import re
-from pathlib import Path
+from pathlib import Path, PurePath
 
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from .paths import figures_dir
+from .paths import figures_dir, use_profile
+
+__all__ = ["METHOD_COLORS", "save_table", "savefig", "set_style", "save_samples", "to_markdown", "use_profile"]
 
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 METHOD_COLORS = {"frc": "#d62728", "chunkkv": "#1f77b4", "snapkv": "#2ca02c", "adasnapkv": "#9467bd",
@@ -59,6 +65,8 @@ def savefig(name: str, fig: plt.Figure | None = None, out_dir: str | Path | None
 def to_markdown(df: pd.DataFrame, floatfmt: str = ".2f") -> str:
     """A GitHub-flavoured Markdown table (no extra dependency)."""
     def cell(v: object) -> str:
+        if v is pd.NA:
+            return ""
         if isinstance(v, float):
             return "" if pd.isna(v) else format(v, floatfmt)
         return str(v).replace("|", "\\|")
@@ -85,3 +93,24 @@ def save_table(df: pd.DataFrame, name: str, out_dir: str | Path | None = None, c
                            label=f"tab:{name}")
     Path(f"{stem}.tex").write_text(latex)
     return [Path(f"{stem}.{ext}") for ext in ("csv", "md", "tex")]
+
+
+def portable_model(model: object) -> str:
+    """A model as a reader's checkout names it: a local folder by its name, a hub id unchanged."""
+    text = str(model)
+    return PurePath(text).name if PurePath(text).is_absolute() else text
+
+
+def save_samples(df: pd.DataFrame, name: str, out_dir: str | Path | None = None) -> Path:
+    """Write per-sample scores as ``samples/<name>.csv.gz`` beside the tables (gzip without a timestamp, so
+    the same scores give the same bytes); a ``model`` column is written by name (``portable_model``)."""
+    out = (Path(out_dir) if out_dir else figures_dir()) / "samples"
+    out.mkdir(parents=True, exist_ok=True)
+    frame = df.assign(model=df.model.map(portable_model)) if "model" in df.columns else df
+    text = frame.to_csv(index=False, lineterminator="\n")
+    buffer = io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", fileobj=buffer, mtime=0, compresslevel=9) as gz:
+        gz.write(text.encode())
+    path = out / f"{_check_name(name)}.csv.gz"
+    path.write_bytes(buffer.getvalue())
+    return path

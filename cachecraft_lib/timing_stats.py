@@ -72,3 +72,21 @@ def verdict(spread: Spread, low: float, high: float, level: float = LEVEL) -> st
     if spread.n == 0 or spread.coverage < level:
         return INCONCLUSIVE
     return against_range(spread.lo, spread.hi, low, high, closed=True) or INCONCLUSIVE
+
+
+def paper_hardware(comparison, samples, paper_model: str = "8b", paper_device: str = "cuda"):
+    """The verdicts against the paper's H100 ranges kept only where the timings come from an 8B-shaped model on
+    a GPU; anything else (a tiny model on a CPU) is ``not measurable here``: its ratios stay, its verdict goes
+    to ``verdict_if_comparable`` (what the range would say, for the curious, and nothing more)."""
+    from .intervals import NOT_MEASURABLE
+
+    devices = samples.groupby("model").device.first().to_dict()
+    comparable = [paper_model in str(m).lower() and str(devices.get(m, "")).startswith(paper_device)
+                  for m in comparison.model]
+    out = comparison.rename(columns={"verdict": "verdict_if_comparable"})
+    out.insert(len(out.columns), "verdict", [v if ok else NOT_MEASURABLE for v, ok in
+                                              zip(out.verdict_if_comparable, comparable, strict=True)])
+    out["why"] = ["8B-shaped model on a GPU, as the paper's H100" if ok else
+                  f"{m} on {devices.get(m, '?')}: the paper's ranges are Llama-3.1-8B on an H100"
+                  for m, ok in zip(out.model, comparable, strict=True)]
+    return out

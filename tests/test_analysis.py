@@ -66,7 +66,26 @@ def test_degradation_has_intervals():
     deg = analysis.degradation_table(samples(GRID), 0.8, 0.88).set_index("method")
     assert deg.loc["frc", "drop_0.80_to_0.88"] == pytest.approx(5, abs=2)
     assert (deg.lo <= deg["drop_0.80_to_0.88"]).all() and (deg["drop_0.80_to_0.88"] <= deg.hi).all()
-    assert deg.loc["chunkkv", "paper_drop"] == 14
+    assert deg.loc["chunkkv", "paper_drop"] == "~14" and deg.loc["frc", "paper_drop"] == "~7"  # approximate, as quoted
+    assert deg.loc["snapkv", "paper_drop"] == ""
+
+
+def test_per_task_table_has_intervals_and_its_length():
+    table = analysis.per_task_table(samples(GRID), STAND_IN, 1024, 0.88)
+    assert list(table.index) == [*TASKS, "aggregate"] and set(table.length) == {1024} and set(table.n) == {10}
+    assert list(table.columns[2:]) == ["chunkkv", "frc", "no_press", "snapkv"]
+    assert all("[" in v and "]" in v for v in table.frc)  # point [lo, hi]
+    boot = __import__("cachecraft_lib.intervals", fromlist=["x"]).paired_bootstrap(samples(GRID))
+    assert table.loc["aggregate", "frc"] == analysis.fmt(boot.mean("1024_frc_0.88"))
+
+
+def test_decomposition_tables_say_the_paper_column_is_a_correspondence():
+    grid = samples({("no_press", 0.0): 80, ("frc", 0.88): 60, ("v1_tokenwise", 0.88): 30,
+                    ("frc_tokenwise", 0.88): 58}, lengths=(1024,))
+    table = analysis.compare_with_paper(grid, ["v1_tokenwise", "frc", "frc_tokenwise"], 0.88, "decomposition")
+    assert set(table.paper_cell) == {"paper: Llama-3.1-8B-Instruct at 4096; correspondence, not a match: "
+                                     "tiny-ruler-llama at 1024 stands in for it"}
+    assert analysis.paper_cell_note("meta-llama/Llama-3.1-8B-Instruct", 4096).endswith("same model and length")
 
 
 def test_takeaway1_verdicts_are_three_valued():
@@ -103,6 +122,25 @@ def test_decomposition_verdicts():
     assert table.loc["chunkkv", "delta_vs_first_lo"] > 0
     weak = claims.decomposition_verdicts(samples({k: 5.0 for k in grid}, lengths=(1024,), noise=1))
     assert set(weak.verdict) == {NOT_MEASURABLE}
+    assert list(v.decides) == ["points", "points", "points", "points"]  # at 60-71% of the paper's level
+
+
+def test_takeaway2_on_a_stand_in_far_below_the_paper_is_judged_on_a_scale_that_carries_over():
+    """FRC 10.4 vs V1 4.7 (2.2x): 5.7 points misses "> 10 points", yet is far beyond the paper's ratio bar."""
+    low = {("no_press", 0.0): 70, ("v1_tokenwise", 0.88): 4.7, ("frc", 0.88): 10.4, ("frc_tokenwise", 0.88): 10.4,
+           ("frc", 0.83): 30, ("frc_no_maxhead", 0.83): 30, ("frc_no_density", 0.83): 25,
+           ("frc_local_only", 0.83): 25, ("chunkkv", 0.83): 28}
+    rng = np.random.default_rng(4)
+    rows = [{"cell": f"{m}_{r}", "model": STAND_IN, "length": 1024, "method": m, "ratio": r, "task": t, "index": i,
+             "score": float(np.clip(mean * (1 + 0.1 * rng.normal()), 0, 100))}
+            for (m, r), mean in low.items() for t in TASKS for i in range(20)]
+    v = claims.decomposition_verdicts(pd.DataFrame(rows)).set_index("claim")
+    scorer = v.loc["the FRC scorer beats the V1 scorer by a wide margin (> 10 points)"]
+    assert scorer.verdict_points == CONTRADICTED and scorer.verdict_relative == REPRODUCED
+    assert scorer.decides == "relative" and scorer.verdict == REPRODUCED
+    assert "ratio 2.2" in scorer.here and "> 1.575" in scorer.here  # (17.4 + 10) / 17.4
+    chunk = v.loc["chunking adds little once the scorer is FRC (within 5 points)"]
+    assert chunk.decides == "relative" and chunk.verdict == chunk.verdict_relative
 
 
 def test_tables_refuse_the_summary():

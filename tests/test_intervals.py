@@ -21,6 +21,9 @@ from cachecraft_lib.intervals import (
     judge,
     paired_bootstrap,
     resample_counts,
+    units_for_power,
+    z_for_power,
+    z_two_sided,
 )
 from cachecraft_lib.ruler import score
 
@@ -88,7 +91,7 @@ def test_one_sample_per_task_has_no_interval():
     est = paired_bootstrap(table({"a": {"t": [40]}, "b": {"t": [10]}})).diff("a", "b")
     assert est.point == 30 and not est.defined and est.n == 1
     assert fmt(est) == "30.0 [no interval at n = 1]"
-    assert judge(est, low=0) == Verdict(INCONCLUSIVE, None)
+    assert judge(est, low=0) == Verdict(INCONCLUSIVE, None, "for")
 
 
 def test_format():
@@ -101,15 +104,27 @@ def test_judge_on_hand_made_intervals():
     assert judge(Interval(-5, -9, -1, 10), low=0).verdict == CONTRADICTED
     # an interval touching the boundary allows both; an exact tie cannot be resolved by more samples
     assert judge(Interval(-5, -9, 0, 10), low=0).verdict == INCONCLUSIVE
-    assert judge(Interval(0, 0, 0, 10), low=0) == Verdict(INCONCLUSIVE, None)
+    assert judge(Interval(0, 0, 0, 10), low=0) == Verdict(INCONCLUSIVE, None, "against")
     assert judge(Interval(0.5, -1, 1.8, 10), low=-2, high=2).verdict == REPRODUCED
     assert judge(Interval(6, 3, 9, 10), low=-2, high=2).verdict == CONTRADICTED
-    # half-width 10 below the point, 5 from the boundary: n * (10 / 5)^2 = 40 samples per task
-    assert judge(Interval(5, -5, 15, 10), low=0) == Verdict(INCONCLUSIVE, 40)
+    # half-width 10 below the point (SE 10 / 1.96), 5 from the boundary; 80% power asks the point to clear it by
+    # (1.96 + 0.84) SE: n * (2.80 * (10 / 1.96) / 5)^2 = 10 * 8.16 = 82 samples per task (not the 40 of a coin flip)
+    assert judge(Interval(5, -5, 15, 10), low=0) == Verdict(INCONCLUSIVE, 82, "for")
+    assert units_for_power(10, 10, 5) == math.ceil(10 * (z_for_power() * 10 / 1.959964 / 5) ** 2) == 82
     # outside the claim, the same scaling tells when the interval would exclude it
-    assert judge(Interval(-2, -6, 2, 10), low=0) == Verdict(INCONCLUSIVE, math.ceil(10 * (4 / 2) ** 2))
+    assert judge(Interval(-2, -6, 2, 10), low=0) == Verdict(INCONCLUSIVE, units_for_power(10, 4, 2), "against")
     # inside a two-sided claim both boundaries must clear: the nearer one decides
-    assert judge(Interval(1, -3, 5, 5), low=-2, high=2).needed == math.ceil(5 * (4 / 1) ** 2)
+    assert judge(Interval(1, -3, 5, 5), low=-2, high=2).needed == units_for_power(5, 4, 1)
+
+
+def test_power_is_stated_and_met_on_synthetic_data():
+    """At the quoted size, a difference equal to the observed one is resolved in about 80% of repeats."""
+    rng = np.random.default_rng(11)
+    est = paired_bootstrap(table({"a": {"t": list(rng.normal(0, 10, 20))}, "b": {"t": [0.0] * 20}})).diff("a", "b")
+    true, sd = 3.0, 10.0  # judge a fresh sample as if its difference were 3 with the same spread
+    n = units_for_power(20, z_two_sided() * sd / math.sqrt(20), true)
+    hits = [np.mean(x) - z_two_sided() * sd / math.sqrt(n) > 0 for x in rng.normal(true, sd, (2000, n))]
+    assert 0.75 < np.mean(hits) < 0.85 and est.n == 20
 
 
 def synthetic(shift: float, spread: float, n: int, seed: int = 3) -> pd.DataFrame:
@@ -131,11 +146,42 @@ def test_verdict_follows_the_synthetic_results():
 
 
 def test_combine_over_cells():
-    yes, no, maybe = Verdict(REPRODUCED), Verdict(CONTRADICTED), Verdict(INCONCLUSIVE, 30)
+    yes, no, maybe = Verdict(REPRODUCED), Verdict(CONTRADICTED), Verdict(INCONCLUSIVE, 30, "for")
     assert combine([yes, yes]) == yes
     assert combine([yes, no, maybe]) == no
-    assert combine([yes, maybe, Verdict(INCONCLUSIVE, 50)]) == Verdict(INCONCLUSIVE, 50)
-    assert combine([maybe, Verdict(INCONCLUSIVE, None)]) == Verdict(INCONCLUSIVE, None)
+    assert combine([yes, maybe, Verdict(INCONCLUSIVE, 50, "for")]) == Verdict(INCONCLUSIVE, 50, "for")
+    assert combine([maybe, Verdict(INCONCLUSIVE, None, "for")]) == Verdict(INCONCLUSIVE, None, "for")
+
+
+def test_an_all_of_claim_is_settled_by_the_comparisons_against_it():
+    """Synthetic: b beats a (the claim 'a beats every other' leans against), c and d lean for it, each undecided."""
+    base, swing = np.linspace(30, 70, 12), np.array([1.0, -1.0] * 6)
+    data = table({"a": {"t": list(base)}, "b": {"t": list(base + 3 + 10 * swing)},
+                  "c": {"t": list(base - 1 + 25 * swing)}, "d": {"t": list(base - 2 + 30 * swing[::-1])}})
+    boot = paired_bootstrap(data)
+    each = {m: judge(boot.diff("a", m), low=0) for m in "bcd"}
+    assert {m: v.leans for m, v in each.items()} == {"b": "against", "c": "for", "d": "for"}
+    assert all(v.verdict == INCONCLUSIVE for v in each.values())
+    claim = combine(each.values())
+    assert claim == Verdict(INCONCLUSIVE, each["b"].needed, "against")
+    assert claim.needed < max(v.needed for v in each.values())  # the old rule (largest of all) overstated it
+    # two against: the first to resolve settles it
+    two = combine([Verdict(INCONCLUSIVE, 40, "against"), Verdict(INCONCLUSIVE, 15, "against"), maybe_for(900)])
+    assert two == Verdict(INCONCLUSIVE, 15, "against")
+
+
+def maybe_for(n: int) -> Verdict:
+    return Verdict(INCONCLUSIVE, n, "for")
+
+
+def test_two_checkouts_in_different_folders_draw_the_same_resamples():
+    rng = np.random.default_rng(9)
+    scores = {u: {t: list(rng.uniform(0, 100, 6)) for t in ("t1", "t2")} for u in ("a", "b")}
+    here = paired_bootstrap(table(scores, model="/home/one/cachecraft/data/models/tiny-ruler-llama"))
+    there = paired_bootstrap(table(scores, model="/tmp/elsewhere/clone/data/models/tiny-ruler-llama"))
+    assert np.array_equal(here.draws, there.draws)
+    other = paired_bootstrap(table(scores, model="/tmp/elsewhere/clone/data/models/another-model"))
+    assert not np.array_equal(here.draws, other.draws)  # the name still keys the stream
 
 
 PREDICTIONS = [  # task, references, prediction
@@ -187,3 +233,18 @@ def test_corrupt_or_inconsistent_results_are_skipped_with_a_warning(tmp_path):
     text = " ".join(str(w.message) for w in caught)
     assert "tampered" in text and "vt" in text and "torn" in text
     assert set(load_samples(tmp_path / "good" / "..", cells=["good"]).cell) == {"good"}
+
+
+def test_a_rank_correlation_over_programs_gets_a_bootstrap_interval():
+    from cachecraft_lib.intervals import over_rows
+
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=60)
+    frame = pd.DataFrame({"x": x, "y": x + rng.normal(0, 1.0, 60)})
+    rho = over_rows(frame, lambda f: f.x.rank().corr(f.y.rank()), resamples=500)
+    assert 0.3 < rho.lo < rho.point < rho.hi < 0.9 and rho.n == 60
+    again = over_rows(frame, lambda f: f.x.rank().corr(f.y.rank()), resamples=500)
+    assert again == rho  # seeded
+    noise = over_rows(frame.assign(y=rng.normal(size=60)), lambda f: f.x.rank().corr(f.y.rank()), resamples=500)
+    assert noise.lo < 0 < noise.hi
+    assert not over_rows(frame.head(2), lambda f: 0.0).defined

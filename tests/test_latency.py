@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
 import pytest
 
 from cachecraft_lib import latency, timing_stats
@@ -140,3 +141,15 @@ def test_one_three_valued_rule_for_timings_and_scores():
     assert against_range(0.0, 2.0, 0.0, math.inf) is None  # a difference touching 0 allows both
     assert against_range(-2.0, -1.0, 0.0, math.inf) == CONTRADICTED
     assert verdict(Spread(1.2, 1.1, 1.3, 0.98, 9), 1.1, 1.3) == timing_stats.REPRODUCED
+
+
+def test_cpu_timings_of_a_tiny_model_are_not_judged_against_the_h100_ranges():
+    from cachecraft_lib.timing_stats import paper_hardware
+
+    comparison = pd.DataFrame({"model": ["embedded tiny model", "llama-3.1-8b-shaped (random weights)"],
+                               "here": [0.9, 1.2], "verdict": ["contradicted", "reproduced"]})
+    samples = pd.DataFrame({"model": ["embedded tiny model", "llama-3.1-8b-shaped (random weights)"],
+                            "device": ["cpu", "cuda:0"]})
+    out = paper_hardware(comparison, samples)
+    assert out.verdict.tolist() == ["not measurable here", "reproduced"]
+    assert out.verdict_if_comparable.tolist() == ["contradicted", "reproduced"] and out.here.tolist() == [0.9, 1.2]

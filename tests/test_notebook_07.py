@@ -22,7 +22,7 @@ def test_notebook_07_arena(tmp_path):
         assert by["full"]["accuracy"] == pytest.approx(1.0) and by["full"]["memory"] == 0
         assert all(row["lo"] - 1e-9 <= row["overall"] <= row["hi"] + 1e-9 for row in rows)
         assert all(0 < row["memory"] < 1 for m, row in by.items() if m != "full")
-    assert all(s["units for 0.02"] > s["test units"] and s["gain resolved"] > 0.02 for s in r["sizing"])
+    assert all(s["units for 0.02 (80% power)"] > s["test units"] and s["gain resolved"] > 0.02 for s in r["sizing"])
     entry = r["entry"]
     assert r["submission"] == "snap-nopool" and entry["gain_lo"] <= entry["gain"] <= entry["gain_hi"]
     assert entry["moved"] == (entry["gain_lo"] > 0 and entry["eligible"])

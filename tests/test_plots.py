@@ -53,6 +53,10 @@ def test_here_vs_paper_without_interval_draws_no_error_bar():
 def test_decomposition_two_panels():
     fig = plots.plot_decomposition(_here_vs_paper(8.0), _here_vs_paper(8.0), no_compression=60.0)
     assert [ax.get_title() for ax in fig.axes] == ["scorer vs structure (r = 0.88)", "ablation (r = 0.83)"]
+    assert fig._suptitle is None  # no paper cell named, nothing claimed
+    note = "paper: Llama-3.1-8B-Instruct at 4096; correspondence, not a match: tiny at 1024 stands in for it"
+    fig = plots.plot_decomposition(_here_vs_paper(8.0).assign(paper_cell=note), _here_vs_paper(8.0), 60.0)
+    assert "correspondence, not a match" in fig._suptitle.get_text()
 
 
 def test_latency_one_panel_per_model_median_bars():

@@ -10,21 +10,29 @@ Scored events (``baseline``, ``submission``) carry in their payload: board, name
 carry (board, name, author, points, rule); ``rejection`` events (board, name, author, kind, message);
 ``review`` events (board, name, judge, novelty, effectiveness, soundness, flags, notes: ``judges.record``).
 Each entry shows its latest review's scores and every flag any judge's latest review raised; a flagged
-entry's points are 0 (``points.flagged``), whatever its points events sum to.
+entry's points are 0 (``points.flagged``), whatever its points events sum to; ``points_rule`` names the
+rule(s) that awarded them (``post`` or ``frozen_bar``, ``arena.points``).
+
+Ranks are ranges (``rank_range``, ``intervals.rank_range``, the rule notebook 03 uses for FRC): an entry shares
+its rank with every entry of the board whose paired difference to it has a 95% interval that includes 0. The
+differences are paired over the test units when their per-unit values are given (``units``, e.g.
+``units_loader(arena.root)``); otherwise two entries share a rank when their overall intervals overlap
+(``rank_basis`` says which). ``rank`` is the order of the point estimates.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pandas as pd
 
 SCORED = ("baseline", "submission")
-COLUMNS = ["board", "rank", "name", "author", "kind", "overall", "lo", "hi", "accuracy", "memory", "memory_physical",
+COLUMNS = ["board", "rank", "rank_range", "shares_rank_with", "rank_basis", "name", "author", "kind", "overall", "lo", "hi", "accuracy", "memory", "memory_physical",
            "speed", "overhead", "eligible", "moved", "gain", "gain_lo", "gain_hi", "points", "novelty", "effectiveness",
-           "soundness", "flags", "judge", "round", "time"]
+           "soundness", "flags", "judge", "points_rule", "round", "time"]
+UnitsOf = Callable[[str, str], "pd.DataFrame | None"]  # (board, name) -> that entry's per-unit test values
 JUDGED = ("novelty", "effectiveness", "soundness", "judge")
 
 
@@ -39,7 +47,7 @@ def entries(events: Iterable[dict]) -> pd.DataFrame:
     from .points import flagged
 
     events = list(events)
-    rows, points, reviews = [], {}, {}
+    rows, points, reviews, rules = [], {}, {}, {}
     for event in events:
         kind, data = event.get("kind"), payload(event)
         if kind in SCORED:
@@ -47,6 +55,7 @@ def entries(events: Iterable[dict]) -> pd.DataFrame:
         elif kind == "points":
             key = (data.get("board"), data.get("name"))
             points[key] = points.get(key, 0.0) + float(data.get("points", 0.0))
+            rules.setdefault(key, []).append(str(data.get("rule", "")))
         elif kind == "review":
             reviews[(data.get("board"), data.get("name"))] = data
     flags = flagged(events)
@@ -56,6 +65,7 @@ def entries(events: Iterable[dict]) -> pd.DataFrame:
     for column in JUDGED:
         table[column] = [reviews.get(k, {}).get(column) for k in keys]
     table["flags"] = [", ".join(flags.get(k, ())) for k in keys]
+    table["points_rule"] = [", ".join(dict.fromkeys(r for r in rules.get(k, ()) if r)) for k in keys]
     return table
 
 
@@ -75,8 +85,9 @@ def rejections(events: Iterable[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["board", "name", "author", "kind", "message", "time"])
 
 
-def leaderboard(events: Iterable[dict], board: str | None = None) -> pd.DataFrame:
-    """The standing of each board: the latest entry per (board, name), ranked by overall (eligible first)."""
+def leaderboard(events: Iterable[dict], board: str | None = None, units: UnitsOf | None = None) -> pd.DataFrame:
+    """The standing of each board: the latest entry per (board, name), ranked by overall (eligible first), each
+    rank a range over the entries it cannot be told apart from (see the module docstring)."""
     table = entries(list(events))
     if board is not None:
         table = table[table.board == board]
@@ -86,18 +97,76 @@ def leaderboard(events: Iterable[dict], board: str | None = None) -> pd.DataFram
     latest["eligible"] = latest.eligible.fillna(False).astype(bool)
     latest = latest.sort_values(["board", "eligible", "overall"], ascending=[True, False, False])
     latest["rank"] = latest.groupby("board").cumcount() + 1
-    return latest.reset_index(drop=True)[COLUMNS]
+    parts = [_rank_ranges(g, units) for _, g in latest.groupby("board", sort=False)]
+    return pd.concat(parts).reset_index(drop=True)[COLUMNS]
+
+
+def _rank_ranges(board: pd.DataFrame, units: UnitsOf | None) -> pd.DataFrame:
+    """Rank ranges within one board, eligible entries first (an ineligible entry ranks below them all)."""
+    from ..intervals import rank_range
+
+    board = board.copy()
+    offset, ranges, shared, basis = 0, {}, {}, {}
+    for _, group in board.groupby("eligible", sort=False):  # already sorted: eligible first
+        diffs_of, how = _differences(group, units)
+        for name, diffs in diffs_of.items():
+            best, worst, with_ = rank_range(diffs)
+            ranges[name] = str(best + offset) if best == worst else f"{best + offset}-{worst + offset}"
+            shared[name], basis[name] = ", ".join(with_), how
+        offset += len(group)
+    board["rank_range"] = board.name.map(ranges)
+    board["shares_rank_with"] = board.name.map(shared)
+    board["rank_basis"] = board.name.map(basis)
+    return board
+
+
+def _differences(group: pd.DataFrame, units: UnitsOf | None) -> tuple[dict[str, dict], str]:
+    """name -> {other: Interval of name - other}: paired over test units when every entry has them, else the
+    overlap of the two overall intervals stands in (an interval of the difference cannot be had without units)."""
+    from ..intervals import Interval
+    from . import score
+
+    board, names = str(group.board.iloc[0]), list(group.name)
+    frames = {n: units(board, n) for n in names} if units else {}
+    if frames and all(f is not None and len(f) for f in frames.values()):
+        stacked = pd.concat([f.assign(method=n) for n, f in frames.items()], ignore_index=True)
+        common = stacked.groupby("context_id").method.nunique() == len(names)
+        stacked = stacked[stacked.context_id.isin(common[common].index)]
+        return {a: {b: score.paired_gain(stacked, a, b) for b in names if b != a} for a in names}, \
+            "paired difference over test units"
+    rows = group.set_index("name")
+
+    def overlap(a: str, b: str) -> Interval:
+        lo = float(rows.loc[a, "lo"]) - float(rows.loc[b, "hi"])
+        hi = float(rows.loc[a, "hi"]) - float(rows.loc[b, "lo"])
+        return Interval(float(rows.loc[a, "overall"] - rows.loc[b, "overall"]), lo, hi, 2)
+
+    return {a: {b: overlap(a, b) for b in names if b != a} for a in names}, "overlap of overall intervals"
+
+
+def units_loader(root: str | Path, round_: int = 1) -> UnitsOf:
+    """Per-unit test values as the harness keeps them (``<root>/private/round<r>/<board>/<name>.parquet``);
+    an entry without a file gives None (then the board falls back to interval overlap)."""
+    base = Path(root) / "private" / f"round{round_}"
+
+    def load(board: str, name: str) -> pd.DataFrame | None:
+        path = base / board / f"{name}.parquet"
+        return pd.read_parquet(path) if path.is_file() else None
+
+    return load
 
 
 def write(events: Iterable[dict], out_dir: str | Path | None = None, label: str | None = None,
-          name: str = "table_arena_leaderboard") -> list[Path]:
+          name: str = "table_arena_leaderboard", units: UnitsOf | None = None) -> list[Path]:
     """The leaderboard as CSV + Markdown + LaTeX (``report.save_table``) and the figure ``fig_arena_leaderboard``."""
     from .. import report
 
     events = list(events)
-    board = leaderboard(events)
+    board = leaderboard(events, units=units)
     shown = board.drop(columns=["time"]).round(3)
-    caption = "Arena leaderboard, derived from the ledger (overall with its 95% interval over hidden test units)"
+    caption = ("Arena leaderboard, derived from the ledger (overall with its 95% interval over hidden test units; "
+               "rank_range: shared where the difference's interval includes 0; points_rule: the rule that awarded "
+               "the points)")
     paths = list(report.save_table(shown.set_index(["board", "rank"]), name, out_dir=out_dir, caption=caption,
                                    label=label) or [])
     fig = plot_leaderboard(board)

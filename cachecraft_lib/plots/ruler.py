@@ -78,5 +78,8 @@ def plot_decomposition(scorer: pd.DataFrame, ablation: pd.DataFrame, no_compress
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
     plot_here_vs_paper(scorer, no_compression, axes[0], "scorer vs structure (r = 0.88)")
     plot_here_vs_paper(ablation, no_compression, axes[1], "ablation (r = 0.83)")
+    if "paper_cell" in scorer.columns and len(scorer):  # the paper's bars: its cell, and how it relates to ours
+        fig.suptitle(str(scorer.paper_cell.iloc[0]).replace("paper:", "grey bars (paper):"), fontsize=8,
+                     color="#555555", y=1.0)
     fig.tight_layout()
     return fig

@@ -34,7 +34,8 @@ def test_notebook_04_decomposition(smoke, figures, tmp_path):
         "frc_no_density": pytest.approx({"here": 2.5, "here_lo": 0.0, "here_hi": 5.0}),
         "frc_local_only": pytest.approx({"here": 2.5, "here_lo": 0.0, "here_hi": 5.0}),
         "chunkkv": pytest.approx({"here": 0.0, "here_lo": 0.0, "here_hi": 0.0})}
-    assert r["verdicts"] == ["contradicted", "reproduced", "inconclusive at this sample size",
-                             "inconclusive at this sample size"]
-    assert r["needed_per_task"] == [None, None, 5.0, 3.0]
+    # FRC and V1 both score 0 at r = 0.88: a difference in points is decided (0 < 10), a ratio 0 / 0 is not; at 0%
+    # of the paper's level the ratio decides, so the two scorer claims stay open
+    assert r["verdicts"] == ["inconclusive at this sample size"] * 4
+    assert r["needed_per_task"] == [None, None, 10, 5]  # for 80% power (a half-width scaled to the distance: 5, 3)
     assert (figures / "fig_decomposition.png").exists()

@@ -1,0 +1,63 @@
+"""Arena leaderboard ranks are ranges: shared wherever the interval of a difference includes 0."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from cachecraft_lib.arena import leaderboard
+from cachecraft_lib.intervals import Interval, rank_range
+
+
+def _entry(name: str, overall: float, half: float = 0.05, eligible: bool = True) -> dict:
+    return {"kind": "submission", "payload": {"board": "A", "name": name, "author": name, "round": 1,
+                                               "overall": overall, "lo": overall - half, "hi": overall + half,
+                                               "eligible": eligible}}
+
+
+def _units(means: dict[str, float], noise: dict[str, float], n: int = 40) -> dict[str, pd.DataFrame]:
+    """Per-unit values sharing each unit's difficulty, so paired differences are far tighter than the scores."""
+    rng = np.random.default_rng(0)
+    difficulty = rng.normal(0, 0.2, n)
+    return {m: pd.DataFrame({"context_id": [f"c{i}" for i in range(n)], "task": ["t1", "t2"] * (n // 2),
+                             "overall": mu + difficulty + rng.normal(0, noise[m], n)}) for m, mu in means.items()}
+
+
+def test_rank_range_shares_a_rank_when_the_difference_includes_zero():
+    assert rank_range({"b": Interval(0.1, -0.1, 0.3, 10), "c": Interval(0.5, 0.3, 0.7, 10)}) == (1, 2, ["b"])
+    assert rank_range({"b": Interval(-0.5, -0.7, -0.3, 10)}) == (2, 2, [])
+
+
+def test_overlapping_entries_share_a_rank_and_a_clear_gap_does_not():
+    means = {"mine": 0.61, "snapkv": 0.61, "knorm": 0.40}
+    units = _units(means, {"mine": 0.03, "snapkv": 0.03, "knorm": 0.03})
+    events = [_entry(m, float(u.overall.mean())) for m, u in units.items()]
+    table = leaderboard.leaderboard(events, units=lambda board, name: units[name])
+    ranks = dict(zip(table.name, table.rank_range, strict=True))
+    assert ranks["mine"] == ranks["snapkv"] == "1-2" and ranks["knorm"] == "3"
+    assert set(table.rank_basis) == {"paired difference over test units"}
+    assert table.set_index("name").loc["mine", "shares_rank_with"] == "snapkv"
+    assert sorted(table["rank"]) == [1, 2, 3]  # the point order stays beside the range
+
+
+def test_pairing_resolves_what_the_overall_intervals_cannot():
+    """0.64 vs 0.60 with wide overall intervals (shared difficulty) but a tight paired difference."""
+    units = _units({"mine": 0.64, "snapkv": 0.60}, {"mine": 0.01, "snapkv": 0.01})
+    events = [_entry("mine", 0.64, half=0.08), _entry("snapkv", 0.60, half=0.08)]
+    paired = leaderboard.leaderboard(events, units=lambda b, n: units[n])
+    assert paired.rank_range.tolist() == ["1", "2"]
+    overlap = leaderboard.leaderboard(events)  # no units: the overall intervals overlap, the rank is shared
+    assert overlap.rank_range.tolist() == ["1-2", "1-2"]
+    assert set(overlap.rank_basis) == {"overlap of overall intervals"}
+
+
+def test_an_ineligible_entry_ranks_below_the_eligible_ones():
+    events = [_entry("full", 0.9, eligible=False), _entry("a", 0.5), _entry("b", 0.52)]
+    table = leaderboard.leaderboard(events)
+    assert table.name.tolist() == ["b", "a", "full"] and table.rank_range.tolist() == ["1-2", "1-2", "3"]
+
+
+def test_points_say_which_rule_awarded_them():
+    events = [_entry("a", 0.5), {"kind": "points", "payload": {"board": "A", "name": "a", "points": 3.0,
+                                                                 "rule": "frozen_bar"}}]
+    assert leaderboard.leaderboard(events).points_rule.tolist() == ["frozen_bar"]
