@@ -11,9 +11,22 @@ STAMP := $(VENV)/.cachecraft-installed
 EXTRAS ?= instruct,ray,serve
 TEST_EXTRAS := $(VENV)/.cachecraft-test-extras
 
-.PHONY: install test reproduce lab lint clean-notebooks train-tiny
+.PHONY: install test reproduce lab lint clean-notebooks train-tiny sandbox-tools
+
+# The sandbox for untrusted code (arena submissions, search candidates) needs bubblewrap and libseccomp
+# (cachecraft_lib/sandbox, docs/sandbox.md); as root they are installed here, otherwise the command says what to run.
+SANDBOX_DEBS := bubblewrap libseccomp2
+
+sandbox-tools:
+	@missing=""; command -v bwrap >/dev/null || missing="bubblewrap"; \
+	  ldconfig -p 2>/dev/null | grep -q libseccomp.so.2 || missing="$$missing libseccomp2"; \
+	  if [ -n "$$missing" ]; then \
+	    if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(SANDBOX_DEBS) >/dev/null; \
+	    else echo "the sandbox needs:$$missing; install with: sudo apt-get install -y $(SANDBOX_DEBS)"; fi; fi
 
 $(STAMP): pyproject.toml
+	@$(MAKE) --no-print-directory sandbox-tools
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	@$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/pip install --quiet --disable-pip-version-check "$(TORCH_SPEC)"
 	$(BIN)/pip install --quiet --disable-pip-version-check -e ".[dev]"
@@ -29,7 +42,7 @@ $(TEST_EXTRAS): pyproject.toml $(STAMP)
 	$(BIN)/pip install --quiet --disable-pip-version-check -e ".[$(EXTRAS)]"
 	@touch $(TEST_EXTRAS)
 
-test: $(TEST_EXTRAS)
+test: $(TEST_EXTRAS) sandbox-tools
 	$(BIN)/cachecraft fetch-instruct
 	$(BIN)/python -m pytest -q
 

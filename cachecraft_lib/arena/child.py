@@ -66,7 +66,7 @@ def _where(err: BaseException) -> str:
     return f" (method.py line {line})" if line else ""
 
 
-def classify(err: BaseException) -> tuple[str, str]:
+def classify(err: BaseException, loading: bool = False) -> tuple[str, str]:
     text = f"{type(err).__name__}: {err}{_where(err)}"
     if isinstance(err, MemoryError):
         return "memory", f"{text}: the method exceeded its memory limit"

@@ -6,7 +6,7 @@ carries (no ``execve`` from here on; filters cannot be removed), caps the addres
 cgroup caps the whole sandbox), imports the layer (the arena's or the search's ``child``), lets it load
 what it needs, installs the audit reporter (``guard``) and loads the untrusted source. Then one reply per
 request. The layer defines ``ALLOWED`` (imports), ``prepare()``, ``load(text, setup)``, ``handle(state,
-header, arrays) -> (header, arrays)`` and ``classify(err) -> (kind, text)``.
+header, arrays) -> (header, arrays)`` and ``classify(err, loading) -> (kind, text)``.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def main() -> None:
     try:
         state = layer.load(text, setup)
     except BaseException as err:  # noqa: BLE001 - anything the code raises while loading is its failure
-        kind, why = guard.refusal() or layer.classify(err)
+        kind, why = guard.refusal() or layer.classify(err, loading=True)
         reply(out, {"ok": False, "kind": kind, "error": f"loading: {why}"})
         return
     reply(out, {"ok": True, "kind": "loaded"})
@@ -88,7 +88,7 @@ def main() -> None:
         try:
             answer, answer_arrays = layer.handle(state, header, arrays)
         except BaseException as err:  # noqa: BLE001
-            kind, why = guard.refusal() or layer.classify(err)
+            kind, why = guard.refusal() or layer.classify(err, loading=False)
             reply(out, {"ok": False, "kind": kind, "error": why})
             continue
         refused = guard.refusal()
