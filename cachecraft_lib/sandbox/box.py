@@ -54,6 +54,13 @@ class Box:
     def alive(self) -> bool:
         return self.process is not None and self.process.alive
 
+    def pids(self) -> list[int]:
+        """Every process of the sandbox (its cgroup's; without one, the child's)."""
+        if self.process is None:
+            return []
+        cg = self.process.cgroup
+        return cg.pids() if cg is not None else [self.process.proc.pid]
+
     @property
     def boundary_name(self) -> str:
         return self.boundary.name

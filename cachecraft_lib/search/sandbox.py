@@ -52,6 +52,10 @@ class Sandbox:
     def boundary(self) -> str:
         return self._box.boundary_name
 
+    def pids(self) -> list[int]:
+        """The sandbox's processes (to pause or inspect them from outside)."""
+        return self._box.pids()
+
     def __enter__(self) -> Sandbox:
         try:
             reply = self._box.start({}, self.source)
@@ -91,7 +95,7 @@ def _plain(value: object) -> int | float:
 
 def _failed(reply: dict, default_kind: str, default: str) -> CandidateFailed:
     kind, text = reply.get("kind", default_kind), reply.get("error", default)
-    if kind not in KNOWN_KINDS or not isinstance(text, str):
+    if not isinstance(kind, str) or kind not in KNOWN_KINDS or not isinstance(text, str):
         return CandidateFailed("protocol", "a failed reply without a known kind")
     return CandidateFailed(kind, text)
 
