@@ -86,7 +86,7 @@ class Sandbox:
         layers = reply.get("layers")
         if not isinstance(layers, list) or len(layers) != len(contexts):
             raise CandidateFailed("protocol", "a reply without one entry per layer")
-        return [_checked(ctx, layer, kept.get(str(i))) for i, (ctx, layer) in enumerate(zip(contexts, layers))]
+        return [_checked(ctx, layer, kept.get(str(i))) for i, (ctx, layer) in enumerate(zip(contexts, layers, strict=True))]
 
 
 def _plain(value: object) -> int | float:
