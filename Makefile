@@ -11,9 +11,22 @@ STAMP := $(VENV)/.cachecraft-installed
 EXTRAS ?= instruct,ray,serve
 TEST_EXTRAS := $(VENV)/.cachecraft-test-extras
 
-.PHONY: install test reproduce lab lint clean-notebooks train-tiny browser
+.PHONY: install test reproduce lab lint clean-notebooks train-tiny browser sandbox-tools
+
+# The sandbox for untrusted code (arena submissions, search candidates) needs bubblewrap and libseccomp
+# (cachecraft_lib/sandbox, docs/sandbox.md); as root they are installed here, otherwise the command says what to run.
+SANDBOX_DEBS := bubblewrap libseccomp2
+
+sandbox-tools:
+	@missing=""; command -v bwrap >/dev/null || missing="bubblewrap"; \
+	  ldconfig -p 2>/dev/null | grep -q libseccomp.so.2 || missing="$$missing libseccomp2"; \
+	  if [ -n "$$missing" ]; then \
+	    if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(SANDBOX_DEBS) >/dev/null; \
+	    else echo "the sandbox needs:$$missing; install with: sudo apt-get install -y $(SANDBOX_DEBS)"; fi; fi
 
 $(STAMP): pyproject.toml
+	@$(MAKE) --no-print-directory sandbox-tools
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	@$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/pip install --quiet --disable-pip-version-check "$(TORCH_SPEC)"
 	$(BIN)/pip install --quiet --disable-pip-version-check -e ".[dev]"
@@ -38,7 +51,7 @@ browser:
 	      echo "could not install chromium: the browser tests will be skipped"; \
 	    else echo "chromium not found (not root): the browser tests will be skipped; apt-get install chromium"; fi; }
 
-test: $(TEST_EXTRAS) browser
+test: $(TEST_EXTRAS) sandbox-tools browser
 	$(BIN)/cachecraft fetch-instruct
 	$(BIN)/python -m pytest -q
 

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from . import frc
+from .sandbox.runtime.policy_api import maxabs  # noqa: F401  (one numpy maxabs, also the sandbox's)
 
 
 class Policy(Protocol):
@@ -48,13 +49,6 @@ def _preview(values: Any, limit: int = 10) -> str:
 
 
 # ---------------------------------------------------------------------------------------- helpers
-def maxabs(x: Any) -> np.ndarray:
-    """``x / max|x|`` for numpy arrays (all-zero stays zero): the paper's MaxAbs normalisation."""
-    arr = np.asarray(x, dtype=np.float32)
-    peak = np.abs(arr).max() if arr.size else 0.0
-    return arr / peak if peak > 0 else arr
-
-
 def topk_tokens(scores: Any, ctx: Any) -> np.ndarray:
     """Tokenwise selection: the sorted indices of the ``ctx.K`` highest scores."""
     t = torch.from_numpy(np.array(scores, dtype=np.float32))  # a copy: feature arrays are read-only

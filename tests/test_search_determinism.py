@@ -109,8 +109,10 @@ def test_a_stalled_machine_does_not_time_out_a_valid_candidate():
     """The child is paused (as a loaded machine would starve it) for three times its limit: it uses no CPU
     meanwhile, so it answers when resumed; a wall-clock limit would have made this valid candidate invalid."""
     with Sandbox(SEED, timeout_s=1.0) as box:
-        os.kill(box.proc.pid, signal.SIGSTOP)
-        threading.Timer(3.0, os.kill, (box.proc.pid, signal.SIGCONT)).start()
+        pids = box.pids()
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        threading.Timer(3.0, lambda: [os.kill(pid, signal.SIGCONT) for pid in pids]).start()
         start = time.time()
         kept = box.select_layers([_context()])
         assert time.time() - start >= 2.5

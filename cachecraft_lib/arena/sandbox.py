@@ -1,86 +1,99 @@
-"""A submission's method in its own long-lived process: a CPU-time limit with kill, a memory cap, no files or network.
+"""A submission's method in the sandbox for untrusted code (``cachecraft_lib.sandbox``), one per evaluation.
 
 One ``MethodSandbox`` serves a whole evaluation (every layer, context and budget): starting a process per
-layer would cost more than the compression. The design follows ``search.sandbox`` (the search's policy
-programs): the limit counts the child's CPU time read from ``/proc`` (out of the method's reach), so a
-loaded machine never kills a valid method and a hang always is; a wall-clock backstop catches a child
-blocked without using CPU. What comes back is plain bytes with a JSON header, validated here
-(``validate_scores`` / ``validate_indices``); every failure is a ``SubmissionError`` with its kind.
+layer would cost more than the compression. The boundary is the operating system (``sandbox.boundary``:
+namespaces, seccomp, a cgroup; it fails closed unless ``Limits(allow_weak=True)``, and ``boundary`` names
+what was in force, for the ledger). The limits: CPU seconds per layer call, memory of the whole sandbox,
+seconds to load, and wall-clock seconds for the whole evaluation (``wall_s``). What comes back is plain
+bytes with a JSON header, validated here (``validate_scores`` / ``validate_indices``); every failure is a
+``SubmissionError`` with its kind (``protocol`` for a malformed reply).
 """
 
 from __future__ import annotations
 
-import json
-import os
-import pickle
-import select
-import struct
-import subprocess
-import sys
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..search.sandbox import cpu_seconds
+from ..sandbox import Box, BoxLimits, Failure, clean_text
 from .method_api import SCALARS
 from .submission import Submission, SubmissionError
 
-CHILD = Path(__file__).with_name("child.py")
-WALL_FACTOR, WALL_MIN_S = 20, 120.0
+LAYER_FILES = (Path(__file__).with_name("child.py"), Path(__file__).with_name("method_api.py"))
 FLOAT_DTYPES = {"float16", "float32", "float64"}
 INT_DTYPES = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"}
 NUMBER_DTYPES = FLOAT_DTYPES | INT_DTYPES | {"bool"}
+KIND_OF_FAILURE = {"process": "file_access", "boundary": "crash"}  # the box's kinds in the arena's terms
+KNOWN_KINDS = {"crash", "memory", "tampering", "bad_output", "file_access", "network", "boundary"}  # from the child
 
 
 @dataclass
 class Limits:
-    """What one method may use: CPU seconds per layer call, memory beyond its start, seconds to load."""
+    """What one method may use: CPU seconds per layer call, memory (MB beyond its start, whole sandbox),
+    seconds to load, wall seconds for the whole evaluation; ``allow_weak`` runs without the full boundary."""
 
     timeout_s: float = 10.0
     memory_mb: int = 1024
     load_s: float = 30.0
+    wall_s: float = 3600.0
+    allow_weak: bool = False
 
     @classmethod
     def of(cls, **limits: Any) -> Limits:
-        unknown = set(limits) - {"timeout_s", "memory_mb", "load_s"}
+        names = [f.name for f in fields(cls)]
+        unknown = set(limits) - set(names)
         if unknown:
-            raise TypeError(f"unknown sandbox limits {sorted(unknown)}; limits: timeout_s, memory_mb, load_s")
+            raise TypeError(f"unknown sandbox limits {sorted(unknown)}; limits: {', '.join(names)}")
         return cls(**limits)
+
+    def box(self) -> BoxLimits:
+        return BoxLimits(cpu_s=self.timeout_s, memory_mb=self.memory_mb, load_s=self.load_s, wall_s=self.wall_s,
+                         allow_weak=self.allow_weak)
+
+
+def _refusal(err: Failure, layer: int | None = None) -> SubmissionError:
+    where = f"layer {layer}: " if layer is not None else ""
+    return SubmissionError(KIND_OF_FAILURE.get(err.kind, err.kind), where + err.message)
 
 
 @dataclass
 class MethodSandbox:
-    """One submission's ``Method`` in one child process; ``call`` runs it on one layer."""
+    """One submission's ``Method`` in one sandbox; ``call`` runs it on one layer."""
 
     submission: Submission
     limits: Limits = field(default_factory=Limits)
     calls: int = 0
-    cpu_s: float = 0.0
 
-    def start(self) -> MethodSandbox:
-        env = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0",
-               "PATH": os.environ.get("PATH", "")}
-        self.proc = subprocess.Popen([sys.executable, "-I", str(CHILD)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL, env=env, cwd="/", start_new_session=True)
-        self._send({"source": self.submission.source, "returns": self.submission.returns,
-                    "memory_mb": self.limits.memory_mb})
-        header, _ = self._receive(self.limits.load_s)
-        if not header.get("ok"):
-            self.close()
-            raise SubmissionError(header.get("kind", "crash"), header.get("error", "the method did not load"))
-        return self
+    def __post_init__(self) -> None:
+        self._box = Box(LAYER_FILES, self.limits.box())  # BoundaryUnavailable here: nothing runs
+
+    @property
+    def boundary(self) -> str:
+        """The boundary in force: ``"bwrap+seccomp+cgroup"``, or ``"weak: ..."`` (record it with the result)."""
+        return self._box.boundary_name
+
+    @property
+    def cpu_s(self) -> float:
+        return self._box.cpu_used
 
     @property
     def alive(self) -> bool:
-        return getattr(self, "proc", None) is not None and self.proc.poll() is None
+        return self._box.alive
+
+    def start(self) -> MethodSandbox:
+        try:
+            header = self._box.start({"returns": self.submission.returns}, self.submission.source)
+        except Failure as err:
+            raise _refusal(err) from None
+        if not header.get("ok"):
+            self.close()
+            raise _reply_refusal(header, "the method did not load")
+        return self
 
     def close(self) -> None:
-        if getattr(self, "proc", None) is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
+        self._box.close()
 
     def __enter__(self) -> MethodSandbox:
         return self.start()
@@ -96,20 +109,16 @@ class MethodSandbox:
         missing = set(SCALARS) - set(scalars)
         if missing:
             raise TypeError(f"call needs {sorted(missing)}")
-        msg = {"arrays": {k: (str(a.dtype), list(a.shape), np.ascontiguousarray(a).tobytes()) for k, a in arrays.items()},
-               "hook": hook, **{k: scalars[k] for k in SCALARS}}
-        self._send(msg)
+        header = {"hook": hook, **{k: scalars[k] for k in SCALARS}}
         try:
-            header, data = self._receive(self.limits.timeout_s)
-        except SubmissionError:
-            self.close()
-            raise
+            reply, _, out = self._box.request(header, arrays)
+        except Failure as err:
+            raise _refusal(err, scalars["layer"]) from None
         self.calls += 1
-        if not header.get("ok"):
+        if not reply.get("ok") or "out" not in out:
             self.close()  # a failed method is not trusted with another call
-            raise SubmissionError(header.get("kind", "crash"), f"layer {scalars['layer']}: "
-                                                               f"{header.get('error', 'failed')}")
-        return data
+            raise _reply_refusal(reply, "failed", scalars["layer"])
+        return out["out"].copy()
 
     def answer(self, arrays: dict[str, np.ndarray], **scalars: Any) -> np.ndarray:
         """The validated answer for one layer: (H_kv, L) scores or (H_kv, n) sorted indices."""
@@ -132,71 +141,13 @@ class MethodSandbox:
             return np.sort(np.argsort(-scores, axis=1, kind="stable")[:, :budget], axis=1)
         return validate_indices(out, heads, tokens, budget)
 
-    # ------------------------------------------------------------------------------------ protocol
-    def _send(self, obj: Any) -> None:
-        blob = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-        try:
-            self.proc.stdin.write(struct.pack("<Q", len(blob)) + blob)
-            self.proc.stdin.flush()
-        except BrokenPipeError:
-            raise self._death() from None
 
-    def _receive(self, timeout: float) -> tuple[dict, np.ndarray | None]:
-        """The child's JSON header and array, or ``SubmissionError`` (killed after ``timeout`` CPU seconds)."""
-        fd = self.proc.stdout.fileno()
-        cpu_start = cpu_seconds(self.proc.pid)
-        wall_limit = max(WALL_MIN_S, WALL_FACTOR * timeout) if cpu_start is not None else timeout
-        wall_end = time.monotonic() + wall_limit
-        buf, header, need = b"", None, None
-        while header is None or len(buf) < need:
-            cpu_used = cpu_seconds(self.proc.pid)
-            wall_left = wall_end - time.monotonic()
-            cpu_left = timeout - (cpu_used - cpu_start) if None not in (cpu_used, cpu_start) else wall_left
-            if cpu_left <= 0 or wall_left <= 0:
-                self.close()
-                what = f"{timeout:g} s of CPU time" if cpu_left <= 0 else f"{wall_limit:g} s of wall time"
-                raise SubmissionError("timeout", f"the method gave no answer within {what}: killed")
-            ready, _, _ = select.select([fd], [], [], max(0.005, min(cpu_left, wall_left, 0.5)))
-            if not ready:
-                continue
-            chunk = os.read(fd, 1 << 22)
-            if not chunk:
-                raise self._death()
-            buf += chunk
-            if header is None and b"\n" in buf:
-                line, buf = buf.split(b"\n", 1)
-                header = _header(line)
-                need = int(header.get("nbytes", 0)) if header.get("ok") else 0
-        if cpu_start is not None and (cpu_now := cpu_seconds(self.proc.pid)) is not None:
-            self.cpu_s += cpu_now - cpu_start
-        return header, _array(header, buf[:need]) if header.get("ok") and "dtype" in header else None
-
-    def _death(self) -> SubmissionError:
-        code = self.proc.wait()
-        if code in (-9, 137):
-            return SubmissionError("memory", f"the method's process was killed (exit code {code}): out of memory")
-        return SubmissionError("crash", f"the method's process exited (exit code {code})")
-
-
-def _header(line: bytes) -> dict:
-    try:
-        header = json.loads(line.decode())
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise SubmissionError("bad_output", "unreadable reply from the method's process") from None
-    if not isinstance(header, dict):
-        raise SubmissionError("bad_output", "unreadable reply from the method's process")
-    if header.get("ok") and "dtype" in header and header.get("dtype") not in NUMBER_DTYPES:
-        raise SubmissionError("bad_output", f"the method returned dtype {header.get('dtype')!r}, not numbers")
-    return header
-
-
-def _array(header: dict, data: bytes) -> np.ndarray:
-    try:
-        shape = [int(s) for s in header["shape"]]
-        return np.frombuffer(data, dtype=header["dtype"]).reshape(shape).copy()
-    except (ValueError, TypeError, KeyError):
-        raise SubmissionError("bad_output", f"the reply's bytes do not form a {header.get('dtype')} array of "
-                                            f"shape {header.get('shape')}") from None
+def _reply_refusal(reply: dict, default: str, layer: int | None = None) -> SubmissionError:
+    """The refusal a failed reply names; a kind the arena does not know is itself a protocol error."""
+    kind, text = reply.get("kind"), reply.get("error", default)
+    if not isinstance(kind, str) or kind not in KNOWN_KINDS or not isinstance(text, str):
+        kind, text = "protocol", f"a failed reply without a known kind ({clean_text(kind, 60)})"
+    return _refusal(Failure(KIND_OF_FAILURE.get(kind, kind), text), layer)
 
 
 def validate_scores(out: np.ndarray, n_heads: int, n_tokens: int) -> np.ndarray:

@@ -1,35 +1,28 @@
-"""Run an untrusted policy program isolated: its own process, a hard time limit (kill), a memory cap, no network.
+"""Run an untrusted policy program in the sandbox for untrusted code (``cachecraft_lib.sandbox``).
 
-The trusted side (this module, in the evaluator's process) keeps the model, the data and the answers;
-it sends the candidate only feature contexts and checks the returned indices with
-``validate_selection`` itself, so the invariants are outside the candidate's reach.
-
-The time limit counts the child's CPU time (read from ``/proc``, out of the candidate's reach), not the
-wall clock: a hang burns CPU and is always killed, while a valid candidate on a loaded or paused machine
-is never killed, so a run's verdicts, and with them the search's next proposals, do not depend on the
-machine's load. A wall-clock backstop (``WALL_FACTOR`` times the limit, at least ``WALL_MIN_S``) catches a
-child blocked without using CPU; where ``/proc`` is missing (macOS) the limit falls back to the wall clock.
+The trusted side (this module, in the evaluator's process) keeps the model, the data and the answers; it
+sends the candidate only feature contexts (arrays and scalars) and checks the returned indices with
+``validate_selection`` itself, so the invariants are outside the candidate's reach. The boundary is the
+operating system (namespaces, seccomp, a cgroup; fails closed unless ``allow_weak``); the time limit
+counts the sandbox's CPU time (out of the candidate's reach), so a verdict does not depend on the
+machine's load, with a wall-clock backstop per message and a wall-clock budget for the sandbox's life.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import pickle
-import select
-import struct
-import subprocess
-import sys
-import time
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
 
 import numpy as np
 
+from ..features import FEATURES
 from ..policy import SelectionError, validate_selection
+from ..sandbox import Box, BoxLimits, Failure
 
-WALL_FACTOR, WALL_MIN_S = 30, 600.0
+LAYER_FILES = (Path(__file__).with_name("child.py"),)
 ALLOWED_DTYPES = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"}
+SCALARS = ("L", "K", "H", "Q", "layer", "compression_ratio", "chunk_length", "window")
+KNOWN_KINDS = {"load", "crash", "memory", "tamper", "file_access", "network", "boundary"}
 
 
 class CandidateFailed(RuntimeError):
@@ -42,100 +35,82 @@ class CandidateFailed(RuntimeError):
 
 @dataclass
 class Sandbox:
-    """One candidate program in one child process; use as a context manager."""
+    """One candidate program in one sandbox; use as a context manager. ``boundary`` names what was in force."""
 
     source: str
     timeout_s: float = 10.0  # CPU seconds per message (module doc)
     memory_mb: int = 1024
+    wall_s: float = 3600.0  # wall seconds for the sandbox's whole life
+    allow_weak: bool = False
+
+    def __post_init__(self) -> None:
+        self._box = Box(LAYER_FILES, BoxLimits(cpu_s=self.timeout_s, memory_mb=self.memory_mb,
+                                               load_s=self.timeout_s + 30, wall_s=self.wall_s,
+                                               allow_weak=self.allow_weak, max_payload=64 << 20))
+
+    @property
+    def boundary(self) -> str:
+        return self._box.boundary_name
+
+    def pids(self) -> list[int]:
+        """The sandbox's processes (to pause or inspect them from outside)."""
+        return self._box.pids()
 
     def __enter__(self) -> Sandbox:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "OPENAI", "CACHECRAFT_SEARCH"))}
-        env.update(CACHECRAFT_SANDBOX_MB=str(self.memory_mb), OMP_NUM_THREADS="1", PYTHONHASHSEED="0")
-        self.proc = subprocess.Popen([sys.executable, "-m", "cachecraft_lib.search.child"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
-        self._send(self.source)
-        reply = self._receive(self.timeout_s + 30)  # imports take a few seconds on a cold start
+        try:
+            reply = self._box.start({}, self.source)
+        except Failure as err:
+            raise CandidateFailed(err.kind, err.message) from None
         if not reply.get("ok"):
             self.close()
-            raise CandidateFailed(reply.get("kind", "load"), reply.get("error", "could not load"))
+            raise _failed(reply, "load", "could not load")
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
     def close(self) -> None:
-        if getattr(self, "proc", None) and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-
-    def _send(self, obj: Any) -> None:
-        blob = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-        try:
-            self.proc.stdin.write(struct.pack("<Q", len(blob)) + blob)
-            self.proc.stdin.flush()
-        except BrokenPipeError:
-            raise CandidateFailed("crash", "the candidate process exited") from None
-
-    def _receive(self, timeout: float) -> dict:
-        """One reply line, or ``CandidateFailed``: killed after ``timeout`` CPU seconds of the child (module doc)."""
-        cpu_start = cpu_seconds(self.proc.pid)
-        wall_limit = max(WALL_MIN_S, WALL_FACTOR * timeout) if cpu_start is not None else timeout
-        wall_end = time.monotonic() + wall_limit
-        line = b""
-        while not line.endswith(b"\n"):
-            wall_left = wall_end - time.monotonic()
-            cpu_used = cpu_seconds(self.proc.pid)
-            cpu_left = timeout - (cpu_used - cpu_start) if cpu_used is not None and cpu_start is not None else wall_left
-            if cpu_left <= 0 or wall_left <= 0:
-                self.close()
-                what = f"{timeout:.0f} s of CPU time" if cpu_left <= 0 < wall_left else f"{wall_limit:.0f} s"
-                raise CandidateFailed("timeout", f"no answer within {what}: killed")
-            # the child cannot use more CPU than wall time (one thread), so waiting cpu_left loses nothing
-            ready, _, _ = select.select([self.proc.stdout], [], [], max(0.01, min(cpu_left, wall_left)))
-            if not ready:
-                continue
-            chunk = os.read(self.proc.stdout.fileno(), 1 << 20)
-            if not chunk:
-                code = self.proc.wait()
-                kind = "memory" if code in (-9, 137) else "crash"
-                raise CandidateFailed(kind, f"the candidate process died (exit code {code})")
-            line += chunk
-        try:
-            return json.loads(line.decode())
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise CandidateFailed("crash", "unreadable reply from the candidate process") from None
+        self._box.close()
 
     def select_layers(self, contexts: list) -> list[np.ndarray]:
         """Validated, sorted kept indices for each layer context; raises ``CandidateFailed`` otherwise."""
-        self._send(contexts)
-        reply = self._receive(self.timeout_s)
+        arrays = {f"{i}/{name}": ctx.features[name] for i, ctx in enumerate(contexts) for name in FEATURES
+                  if name in ctx.features}
+        header = {"contexts": [{k: _plain(getattr(ctx, k)) for k in SCALARS} for ctx in contexts]}
+        try:
+            reply, _, kept = self._box.request(header, arrays)
+        except Failure as err:
+            raise CandidateFailed(err.kind, err.message) from None
         if not reply.get("ok"):
-            raise CandidateFailed(reply.get("kind", "crash"), reply.get("error", "failed"))
-        out = []
-        for ctx, layer in zip(contexts, reply["layers"], strict=True):
-            if layer["scores_shape"] != [ctx.L]:
-                raise CandidateFailed("invariant", f"invariant 'scores' violated: score_tokens returned shape "
-                                                   f"{layer['scores_shape']}, expected [{ctx.L}]")
-            dtype = layer["dtype"] if layer["dtype"] in ALLOWED_DTYPES else "float64"
-            values = layer["values"] if layer["values"] is not None else []
-            try:
-                arr = np.asarray(values, dtype=dtype).reshape(layer["shape"])
-            except (ValueError, TypeError):
-                raise CandidateFailed("invariant", "invariant 'integer' violated: indices are not numbers") from None
-            if layer["dtype"] not in ALLOWED_DTYPES:
-                arr = arr.astype(np.float64)  # reported by the validator as an 'integer' violation
-            try:
-                out.append(validate_selection(arr, ctx.L, ctx.compression_ratio, ctx.chunk_length))
-            except SelectionError as err:
-                raise CandidateFailed("invariant", str(err)) from None
-        return out
+            raise _failed(reply, "crash", "failed")
+        layers = reply.get("layers")
+        if not isinstance(layers, list) or len(layers) != len(contexts):
+            raise CandidateFailed("protocol", "a reply without one entry per layer")
+        return [_checked(ctx, layer, kept.get(str(i))) for i, (ctx, layer) in enumerate(zip(contexts, layers, strict=True))]
 
 
-def cpu_seconds(pid: int) -> float | None:
-    """User + system CPU time of a live process from ``/proc/<pid>/stat`` (None where unreadable)."""
+def _plain(value: object) -> int | float:
+    return float(value) if isinstance(value, float) else int(value)
+
+
+def _failed(reply: dict, default_kind: str, default: str) -> CandidateFailed:
+    kind, text = reply.get("kind", default_kind), reply.get("error", default)
+    if not isinstance(kind, str) or kind not in KNOWN_KINDS or not isinstance(text, str):
+        return CandidateFailed("protocol", "a failed reply without a known kind")
+    return CandidateFailed(kind, text)
+
+
+def _checked(ctx: object, layer: object, kept: np.ndarray | None) -> np.ndarray:
+    """One layer's kept indices, checked against the invariants (``CandidateFailed('invariant')``)."""
+    if not isinstance(layer, dict) or not isinstance(layer.get("dtype"), str):
+        raise CandidateFailed("protocol", "a layer entry that is not an object with a dtype")
+    if layer.get("scores_shape") != [ctx.L]:
+        raise CandidateFailed("invariant", f"invariant 'scores' violated: score_tokens returned shape "
+                                           f"{str(layer.get('scores_shape'))[:80]}, expected [{ctx.L}]")
+    arr = kept if kept is not None else np.zeros(0, dtype=np.float64)
+    if layer["dtype"] not in ALLOWED_DTYPES or arr.dtype.name not in ALLOWED_DTYPES:
+        arr = arr.astype(np.float64)  # reported by the validator as an 'integer' violation
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime (fields 14, 15)
+        return validate_selection(arr.copy(), ctx.L, ctx.compression_ratio, ctx.chunk_length)
+    except SelectionError as err:
+        raise CandidateFailed("invariant", str(err)) from None

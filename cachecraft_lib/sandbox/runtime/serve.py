@@ -1,0 +1,102 @@
+"""The child's side of the sandbox: harden the process, load the untrusted code, answer request frames.
+
+Run inside the boundary as ``python -I -S serve.py PATH...`` (the paths are put first on ``sys.path``:
+this folder, numpy's and the layer's files). It reads the setup frame, installs the seccomp filter it
+carries (no ``execve`` from here on; filters cannot be removed), caps the address space (RLIMIT_AS; the
+cgroup caps the whole sandbox), imports the layer (the arena's or the search's ``child``), lets it load
+what it needs, installs the audit reporter (``guard``) and loads the untrusted source. Then one reply per
+request. The layer defines ``ALLOWED`` (imports), ``prepare()``, ``load(text, setup)``, ``handle(state,
+header, arrays) -> (header, arrays)`` and ``classify(err, loading) -> (kind, text)``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import resource
+import sys
+
+if __name__ == "__main__":
+    sys.path[:0] = sys.argv[1:]
+
+import frames  # noqa: E402
+import guard  # noqa: E402
+
+
+def install_filter(program: bytes) -> None:
+    """Install a compiled seccomp BPF program on this process (after ``no_new_privs``, as the kernel asks)."""
+    import ctypes
+
+    class SockFilter(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte), ("k", ctypes.c_uint)]
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(SockFilter))]
+
+    n = len(program) // ctypes.sizeof(SockFilter)
+    table = (SockFilter * n).from_buffer_copy(program)
+    prog = SockFprog(n, ctypes.cast(table, ctypes.POINTER(SockFilter)))
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(38, 1, 0, 0, 0) != 0 or libc.prctl(22, 2, ctypes.byref(prog), 0, 0) != 0:  # NO_NEW_PRIVS, SECCOMP
+        raise OSError(ctypes.get_errno(), "the seccomp filter could not be installed")
+
+
+def limit_memory(extra_mb: int) -> None:
+    """Cap the address space at what is mapped now plus ``extra_mb``: a big allocation is a MemoryError."""
+    with open("/proc/self/statm") as f:
+        pages = int(f.read().split()[0])
+    limit = pages * os.sysconf("SC_PAGE_SIZE") + extra_mb * 2**20
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def reply(fd: int, header: dict, arrays: dict | None = None) -> None:
+    if "error" in header:
+        header = {**header, "error": frames.clean_text(header["error"])}
+    frames.write_all(fd, frames.encode(header, arrays))
+
+
+def main() -> None:
+    stdin = os.fdopen(os.dup(0), "rb")
+    out = os.dup(1)
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)  # the method's prints go nowhere
+    first = frames.read_blocking(stdin)
+    if first is None:
+        return
+    text, arrays = frames.decode(*first)
+    setup = first[0]["setup"]
+    try:
+        if setup.get("seccomp"):
+            install_filter(arrays["seccomp"].tobytes())
+        limit_memory(int(setup["memory_mb"]))
+        layer = importlib.import_module(setup["layer"])
+        layer.prepare()
+    except BaseException as err:  # noqa: BLE001 - the parent must hear why the sandbox is not ready
+        reply(out, {"ok": False, "kind": "boundary", "error": f"the sandbox could not be set up: {err!r}"})
+        return
+    guard.install(layer.ALLOWED)
+    try:
+        state = layer.load(text, setup)
+    except BaseException as err:  # noqa: BLE001 - anything the code raises while loading is its failure
+        kind, why = guard.refusal() or layer.classify(err, loading=True)
+        reply(out, {"ok": False, "kind": kind, "error": f"loading: {why}"})
+        return
+    reply(out, {"ok": True, "kind": "loaded"})
+    while (frame := frames.read_blocking(stdin)) is not None:
+        header, arrays = frame[0], frames.decode(*frame)[1]
+        try:
+            answer, answer_arrays = layer.handle(state, header, arrays)
+        except BaseException as err:  # noqa: BLE001
+            kind, why = guard.refusal() or layer.classify(err, loading=False)
+            reply(out, {"ok": False, "kind": kind, "error": why})
+            continue
+        refused = guard.refusal()
+        if refused:
+            reply(out, {"ok": False, "kind": refused[0], "error": refused[1]})
+        else:
+            reply(out, answer, answer_arrays)
+
+
+if __name__ == "__main__":
+    main()

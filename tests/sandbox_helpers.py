@@ -1,0 +1,74 @@
+"""Shared helpers of the sandbox tests: hostile sources filled in, sandboxes started, traces looked for."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+from pathlib import Path
+
+from test_arena_core_submission import BUDGET, layer_arrays  # noqa: F401  (the arena tests' layer)
+
+from cachecraft_lib.arena.sandbox import Limits, MethodSandbox
+from cachecraft_lib.arena.submission import Submission
+
+HOSTILE = Path(__file__).parent / "assets" / "hostile"
+SCALARS = {"budget": BUDGET, "layer": 0, "n_layers": 1, "compression_ratio": 0.75}
+
+
+def filled(text: str, **fill: object) -> str:
+    for key, value in fill.items():
+        text = text.replace(f"__{key.upper()}__", str(value))
+    return text
+
+
+def submission(folder: Path, source: str, returns: str = "scores") -> Submission:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "method.py").write_text(source)
+    return Submission(folder=folder, name="hostile", author="tester", boards=("A",), code_sha256="0" * 64,
+                      returns=returns)
+
+
+def method_box(folder: Path, name: str, limits: Limits | None = None, **fill: object) -> MethodSandbox:
+    source = filled((HOSTILE / f"{name}.py").read_text(), **fill)
+    return MethodSandbox(submission(folder, source), limits or Limits(timeout_s=5.0, memory_mb=256))
+
+
+def cgroup_names(box: object) -> list[str]:
+    """The names of a running sandbox's cgroups (to look for what is left of it afterwards)."""
+    inner = box._box if hasattr(box, "_box") else box
+    cg = inner.process.cgroup if inner.process is not None else None
+    return sorted({f.name for f in cg.folders.values()}) if cg is not None else []
+
+
+def processes_in(names: list[str]) -> list[int]:
+    """Live processes in any cgroup named ``names`` (nothing of a closed sandbox may be left)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError):
+            if any(n in Path(f"/proc/{pid}/cgroup").read_text() for n in names):
+                found.append(int(pid))
+    return found
+
+
+@contextlib.contextmanager
+def listener():
+    """A TCP listener on 127.0.0.1 (this test's network); yields (port, received) with ``received()``."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(4)
+    server.settimeout(0.3)
+
+    def received() -> bytes:
+        try:
+            conn, _ = server.accept()
+        except TimeoutError:
+            return b""
+        with conn:
+            conn.settimeout(0.5)
+            return conn.recv(100) or b"connected"
+
+    try:
+        yield server.getsockname()[1], received
+    finally:
+        server.close()

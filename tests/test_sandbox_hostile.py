@@ -1,0 +1,161 @@
+"""The arena's way out, one hostile method per way (tests/assets/hostile): each is refused with a kind and
+leaves no trace outside the sandbox. Most first switch off the audit hook through a module already loaded
+(``sys.modules['guard']``), so what stops them is the operating system's boundary, not the hook."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+from sandbox_helpers import SCALARS, cgroup_names, layer_arrays, listener, method_box, processes_in
+
+from cachecraft_lib.arena.sandbox import Limits
+from cachecraft_lib.arena.submission import SubmissionError
+from cachecraft_lib.sandbox import FULL, boundary
+
+SECRET = "s3cr3t-" + "0123456789abcdef"
+
+
+def refused(box, calls: int = 1) -> SubmissionError:
+    """Start ``box``, call it until it is refused; the refusal (and the box is closed, nothing left)."""
+    with pytest.raises(SubmissionError) as err:
+        with box:
+            names = cgroup_names(box)
+            for _ in range(calls):
+                box.call(layer_arrays(), **SCALARS)
+    assert not processes_in(names), "a process of the sandbox survived its evaluation"
+    assert "LEAKED" not in str(err.value) and SECRET not in str(err.value)
+    return err.value
+
+
+@pytest.fixture
+def secret_file(tmp_path):
+    path = tmp_path / "secret.txt"
+    path.write_text(SECRET)
+    return path
+
+
+def test_the_full_boundary_is_in_force_here(tmp_path):
+    assert method_box(tmp_path, "arena_escape_guard", target="/x").boundary == FULL
+
+
+def test_escaping_the_audit_hook_reads_nothing(tmp_path, secret_file):
+    err = refused(method_box(tmp_path, "arena_escape_guard", target=secret_file))
+    assert err.kind == "crash" and "No such file" in str(err)
+
+
+def test_the_same_escape_reads_the_file_without_the_os_boundary(tmp_path, secret_file, monkeypatch):
+    """The control: with only the audit hook (the old design) the escape works; the test above can fail."""
+    monkeypatch.setattr(boundary, "missing_parts", lambda: {"bwrap": "off", "seccomp": "off", "cgroup": "off"})
+    box = method_box(tmp_path, "arena_escape_guard", Limits(allow_weak=True), target=secret_file)
+    assert box.boundary.startswith("weak:")
+    with pytest.raises(SubmissionError) as err, box:
+        box.call(layer_arrays(), **SCALARS)
+    assert SECRET in str(err.value)
+
+
+@pytest.mark.parametrize("target", ["README.md", "/etc/passwd", "/etc/hostname", os.path.expanduser("~/.bashrc")])
+def test_repository_and_system_files_are_not_there(tmp_path, target):
+    path = target if target.startswith("/") else str(boundary.RUNTIME.parents[2] / target)
+    assert refused(method_box(tmp_path, "arena_escape_guard", target=path)).kind == "crash"
+
+
+def test_the_parents_environment_and_memory_are_out_of_sight(tmp_path, monkeypatch):
+    monkeypatch.setenv("CACHECRAFT_TEST_SECRET", SECRET)
+    err = refused(method_box(tmp_path, "arena_proc_environ"))
+    assert err.kind == "crash" and "CACHECRAFT" not in str(err) and "pytest" not in str(err)
+    assert refused(method_box(tmp_path, "arena_proc_mem", pid=os.getpid())).kind == "crash"
+
+
+@pytest.mark.parametrize("name", ["arena_socket", "arena_setns"])
+def test_no_socket_reaches_a_listener_of_the_harness(tmp_path, name):
+    with listener() as (port, received):
+        err = refused(method_box(tmp_path, name, port=port, pid=os.getpid()))
+        assert received() == b""
+    assert err.kind in ("crash", "network") and ("not permitted" in str(err) or "No such file" in str(err))
+
+
+def test_no_new_namespaces(tmp_path):
+    err = refused(method_box(tmp_path, "arena_unshare"))
+    assert err.kind == "crash" and "unshare refused" in str(err)
+
+
+@pytest.mark.parametrize("name", ["arena_exec", "arena_subprocess"])
+def test_no_program_can_be_started(tmp_path, name):
+    marker = tmp_path / "exec-marker"
+    err = refused(method_box(tmp_path, name, target=marker))
+    assert err.kind == "crash" and not marker.exists()
+    assert "Permission denied" in str(err) or "not permitted" in str(err) or "No such file" in str(err)
+
+
+def test_no_ptrace_of_the_harness(tmp_path):
+    err = refused(method_box(tmp_path, "arena_ptrace", pid=os.getpid()))
+    assert err.kind == "crash" and "ptrace refused" in str(err)
+
+
+def test_the_harness_cannot_be_signalled(tmp_path):
+    got = []
+    old = signal.signal(signal.SIGUSR1, lambda *a: got.append(1))
+    try:
+        err = refused(method_box(tmp_path, "arena_kill_parent", pid=os.getpid()))
+    finally:
+        signal.signal(signal.SIGUSR1, old)
+    assert err.kind == "crash" and not got and "No such process" in str(err)
+
+
+def test_no_file_is_written_outside(tmp_path):
+    marker = tmp_path / "marker"
+    err = refused(method_box(tmp_path, "arena_write_marker", target=marker))
+    assert err.kind == "crash" and not marker.exists()
+
+
+def test_a_daemon_does_not_outlive_the_evaluation(tmp_path):
+    err = refused(method_box(tmp_path, "arena_daemon"))
+    assert err.kind == "file_access" and "started processes" in str(err)
+
+
+def test_a_fork_bomb_meets_the_process_cap(tmp_path):
+    start = time.monotonic()
+    err = refused(method_box(tmp_path, "arena_fork_bomb"))
+    assert err.kind == "file_access" and time.monotonic() - start < 60
+
+
+def test_two_processes_cannot_each_hold_the_memory_cap(tmp_path):
+    """Each process stays under its own address-space limit; together they pass the sandbox's cap."""
+    err = refused(method_box(tmp_path, "arena_fork_memory", Limits(timeout_s=10.0, memory_mb=200), mb=180))
+    assert err.kind == "memory"
+
+
+def test_just_under_the_cpu_limit_on_every_call_meets_the_evaluation_limit(tmp_path):
+    start = time.monotonic()
+    box = method_box(tmp_path, "arena_busy_under_limit", Limits(timeout_s=1.0, wall_s=8.0), seconds=0.5)
+    err = refused(box, calls=100)
+    assert err.kind == "timeout" and "wall-clock budget" in str(err) and time.monotonic() - start < 60
+    assert 1 <= box.calls < 20  # each call alone is within its limit
+
+
+def test_sleeping_just_under_the_call_backstop_meets_the_evaluation_limit(tmp_path, monkeypatch):
+    from cachecraft_lib.sandbox import box as box_module
+
+    monkeypatch.setattr(box_module, "WALL_MIN_S", 1.0)
+    monkeypatch.setattr(box_module, "WALL_FACTOR", 1)
+    box = method_box(tmp_path, "arena_sleep_under_limit", Limits(timeout_s=1.0, wall_s=3.0), seconds=0.8)
+    err = refused(box, calls=50)
+    assert err.kind == "timeout" and "wall-clock budget" in str(err) and 2 <= box.calls < 5
+
+
+def test_garbage_on_the_reply_pipe_is_a_protocol_refusal(tmp_path):
+    err = refused(method_box(tmp_path, "arena_protocol_garbage"))
+    assert err.kind == "protocol", str(err)
+
+
+def test_without_the_boundary_nothing_runs_and_the_error_says_what_to_install(tmp_path, monkeypatch):
+    monkeypatch.setattr(boundary, "missing_parts", lambda: {"bwrap": "no bubblewrap; apt-get install -y bubblewrap"})
+    monkeypatch.delenv(boundary.WEAK_ENV, raising=False)
+    with pytest.raises(boundary.BoundaryUnavailable, match="apt-get install -y bubblewrap") as err:
+        method_box(tmp_path, "arena_escape_guard", target="/x")
+    assert "allow_weak" in str(err.value)
+    weak = method_box(tmp_path, "arena_escape_guard", Limits(allow_weak=True), target="/x")
+    assert weak.boundary == "weak: seccomp+cgroup; missing bwrap"
