@@ -21,11 +21,12 @@ __all__ = ["FLAGS", "Bundle", "BundleError", "Review", "ReviewError", "load_bund
 
 
 def review(bundle: Bundle, judge: str = "rules", **options) -> Review:
-    """Review ``bundle`` with the rule judge (``judge="rules"``) or an LLM judge (``"openai"``, see ``llm``)."""
+    """Review ``bundle`` with the rule judge (``judge="rules"``; ``layers=``: real board layers from
+    ``layers.arena_layers``) or an LLM judge (``"openai"``, see ``llm``)."""
     if judge == "rules":
-        return review_rules(bundle)
+        return review_rules(bundle, layers=options.get("layers"))
     if judge == "openai":
         from .llm import LLMJudge
 
-        return LLMJudge(**options).review(bundle)
+        return LLMJudge(**{k: v for k, v in options.items() if k != "layers"}).review(bundle)
     raise ValueError(f"unknown judge {judge!r}; judges: rules, openai")
