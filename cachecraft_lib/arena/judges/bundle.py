@@ -92,9 +92,16 @@ def _inside(path: Path, folder: Path) -> bool:
     return path.resolve().is_relative_to(folder.resolve())
 
 
+def _in_some_arena_private(path: Path) -> bool:
+    """``path`` lies under a ``private`` folder beside an arena ledger (any arena's, not only the one given)."""
+    return any(p.name == "private" and ((p.parent / "ledger.jsonl").exists() or (p.parent / "ledger.pub").exists())
+               for p in path.resolve().parents)
+
+
 def _allowed(path: Path, folder: Path, private: Path | None) -> bool:
     """``path`` resolves inside ``folder`` and outside the arena's private folder."""
-    return _inside(path, folder) and (private is None or not _inside(path, private))
+    return _inside(path, folder) and (private is None or not _inside(path, private)) \
+        and not _in_some_arena_private(path)
 
 
 def _read(folder: Path, name: str, private: Path | None = None, binary: bool = False) -> Any:
@@ -144,7 +151,7 @@ def _dev_report(folder: Path, given: str | Path | dict | None, private: Path | N
     if given is None or isinstance(given, dict):
         return given  # None: a dev_report.json the submission ships is never read
     path = Path(given)
-    if _inside(path, folder) or (private is not None and _inside(path, private)):
+    if _inside(path, folder) or (private is not None and _inside(path, private)) or _in_some_arena_private(path):
         raise BundleError(f"dev report {path} lies inside the submission folder (or the arena's private folder): "
                           "a judge reads only the arena's own measurement (`cachecraft arena judge --run-dev`)")
     if not path.is_file():
