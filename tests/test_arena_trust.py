@@ -5,6 +5,7 @@ the secret is checked before anything runs (the ledger's signatures: test_arena_
 from __future__ import annotations
 
 import hashlib
+import itertools
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -21,6 +22,7 @@ ASSETS = Path(__file__).parent / "assets" / "arena"
 SECRET = ("0123456789abcdef" * 4).encode()  # a fixed public demonstration secret: 256 bits by the estimate
 OTHER = ("fedcba9876543210" * 4).encode()
 MARKER = "LEAK-MARKER-5e1d9c"
+_FOLDERS = itertools.count()
 
 
 def _arena(root: Path, tiny_model) -> Arena:
@@ -35,7 +37,7 @@ def _arena(root: Path, tiny_model) -> Arena:
 
 def _submission(tmp_path: Path, name: str, author: str = "tester", src: Path = ASSETS / "good_scores",
                 code: str | None = None) -> Path:
-    folder = tmp_path / f"sub-{hashlib.sha256(f'{name}|{author}'.encode()).hexdigest()[:8]}"
+    folder = tmp_path / f"sub-{next(_FOLDERS)}"
     shutil.copytree(src, folder)
     (folder / "metadata.yaml").write_text(f"name: {name}\nauthor: \"{author}\"\nboards: [A]\n", encoding="utf-8")
     if code is not None:
