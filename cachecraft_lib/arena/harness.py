@@ -3,13 +3,15 @@
 - ``dev``: a method on the public dev items beside the board's baselines (cached), with the paired interval of
   its gain over the best baseline. Unlimited.
 - ``record_baselines``: the baselines on the hidden test items of a round, recorded in the ledger (once).
-- ``submit``: check the folder, the rate limit, run on the test items, score, gate against the board's best
-  (paired bootstrap over test units, seed in the ledger), points, ledger. A bad submission is recorded as a
-  ``rejection`` with its reason; nothing else changes.
-- ``reveal``: check the round's commitment against the secret and show the test seeds.
+- ``submit``: check the secret against the round's commitment, the rate limit (normalised author), the
+  folder (reserved names), run on the test items, score, gate against the board's best (paired bootstrap over
+  test units, seed in the ledger), points, ledger. A bad submission is recorded as a ``rejection`` with its
+  kind and author (``refusals``: on test items without the method's text); nothing else changes.
+- ``reveal``: check the round's salted commitment against the secret and show the test seeds.
 
-Per-unit test values stay outside the ledger, under ``<root>/private/`` (the ledger shows aggregates only);
-the gate reads the board's best entry's values from there.
+Per-unit test values stay outside the ledger, under ``<root>/private/round<r>/<board>/<entry id>.parquet``
+(``baseline-<name>`` or ``entry-<ledger seq>``, an entry's own file, never overwritten); the gate reads the
+board's best entry's values from there.
 """
 
 from __future__ import annotations
@@ -187,6 +189,7 @@ class Arena:
         checked against the round's commitment and the author's rate limit before anything runs; every refusal
         (a failed check, a crash) is a ``rejection`` with the author and counts toward the limit."""
         from .press import BOUNDARIES, UNREPORTED
+        from .refusals import shown_name
         from .rounds import check_round_secret
         from .submission import SubmissionError, load_submission, metadata_author
 
@@ -198,7 +201,7 @@ class Arena:
             sub = load_submission(folder)
             self._check_identity(board, sub, round_)
         except SubmissionError as err:
-            return self._reject(board, _shown_name(folder), author, err)
+            return self._reject(board, shown_name(folder), author, err)
         self.record_baselines(board.name, secret, round_)
         items = self.items(board, "test", secret, round_)
         try:
@@ -266,27 +269,10 @@ class Arena:
         return value
 
     def _reject(self, board: Board, name: str, author: str, err: Any, on_test: bool = False) -> dict[str, Any]:
-        """A ``rejection`` event with the author. On the test items its public message is fixed: the method's own
-        text (which could carry what it saw of a hidden item) goes to the organiser's private log only."""
-        from .submission import KINDS, author_key
+        """A ``rejection`` with the author; on test items with a fixed public message (``refusals``)."""
+        from .refusals import record_refusal
 
-        kind = getattr(err, "kind", "crash")
-        kind = kind if kind in KINDS else "crash"  # a kind is one of a fixed set, never the method's text
-        text = str(err)
-        message = (TEST_REFUSAL.format(kind=kind) if on_test else _bounded(text))
-        payload = {"board": board.name, "name": name, "author": _bounded(author, 200),
-                   "author_key": author_key(author), "kind": kind, "message": message, "on_test": on_test}
-        event = self.ledger.append("rejection", payload)
-        if on_test:
-            self._organiser_log({"ledger_seq": event["seq"], "board": board.name, "name": name, "author": author,
-                                 "kind": kind, "message": text[:PRIVATE_MESSAGE_MAX]})
-        return {"rejected": True, **payload}
-
-    def _organiser_log(self, record: dict[str, Any]) -> None:
-        path = self.root / "private" / ORGANISER_LOG
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
+        return {"rejected": True, **record_refusal(self.ledger, self.root, board.name, name, author, err, on_test)}
 
     def reveal(self, secret: bytes, round_: int = 1) -> dict[str, Any]:
         """Prove the round's items were fixed in advance: the salted commitment matches and the seeds follow."""
@@ -303,21 +289,6 @@ class Arena:
 
 
 ENTRY_ID = re.compile(r"baseline-[a-z0-9_]{1,64}|entry-[0-9]{1,12}")
-ORGANISER_LOG = "organiser.log"
-TEST_REFUSAL = ("refused on the hidden test items ({kind}); the method's own message is kept in the organiser's "
-                "private log (run `cachecraft arena dev` to see it on the dev items)")
-PUBLIC_MESSAGE_MAX, PRIVATE_MESSAGE_MAX = 600, 2000
-
-
-def _bounded(text: str, limit: int = PUBLIC_MESSAGE_MAX) -> str:
-    """At most ``limit`` printable characters (control characters escaped)."""
-    text = "".join(ch if ch.isprintable() else f"\\x{ord(ch):02x}" for ch in str(text)[: limit * 2])
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _shown_name(folder: str | Path) -> str:
-    """A refused folder's name for the ledger (no path, bounded)."""
-    return _bounded(Path(folder).name, 64)
 
 
 def _payload(event: dict) -> dict:
