@@ -106,6 +106,7 @@ def test_nobody_appends_without_the_private_key(tmp_path):
         ledger.append("points", {"name": "m0", "points": 1.0})
 
 
+@pytest.mark.slow
 def test_cli_verify_against_a_published_head(tmp_path):
     ledger = _ledger(tmp_path / "arena")
     head = ledger.publish_head(tmp_path / "published")
