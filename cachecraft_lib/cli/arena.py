@@ -88,7 +88,7 @@ def _cmd_dev(args: argparse.Namespace) -> int:
     else:
         from ..arena.submission import load_submission
 
-        contender = submission_contender(load_submission(args.folder))
+        contender = submission_contender(load_submission(args.folder), **_sandbox_limits(args))
     if args.ray is not None:
         from ..arena.ray_eval import ray_dev
 
@@ -276,6 +276,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = verb("dev", _cmd_dev, "evaluate a submission (or baseline:NAME) on the public dev items, unlimited")
     p.add_argument("folder", help="submission folder, or baseline:NAME for a trusted baseline")
     p.add_argument("--board", required=True, help=BOARD_HELP)
+    p.add_argument("--allow-weak-sandbox", action="store_true",
+                   help="run even where the sandbox cannot set up its OS boundary (weaker)")
     _ray_options(p)
     p = verb("submit", _cmd_submit, "official submission: hidden test items, gate, points, ledger")
     p.add_argument("folder")
