@@ -123,6 +123,8 @@ def test_results_live_under_the_entrys_ledger_id_and_never_overwrite(arena, tmp_
     first = arena.submit(_submission(tmp_path, "norms"), "A", SECRET)
     again = arena.submit(_submission(tmp_path, "norms"), "A", SECRET)  # the same author resubmits: a new entry
     assert first["entry_id"] != again["entry_id"]
+    recorded = [e["payload"] for e in arena.ledger.events() if e["kind"] == "submission"][-1]
+    assert recorded["sandbox"] and recorded["weak_sandbox_allowed"] is False  # the boundary it ran behind
     files = {p.name for p in (arena.root / "private" / "round1" / "A").iterdir()}
     assert {f"{first['entry_id']}.parquet", f"{again['entry_id']}.parquet", "baseline-snapkv.parquet"} <= files
     other = arena.submit(_submission(tmp_path, "norms", author="someone-else"), "A", SECRET)
