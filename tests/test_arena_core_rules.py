@@ -14,6 +14,7 @@ from cachecraft_lib.arena.gate import gate
 from cachecraft_lib.arena.ledger import Ledger, LedgerTampered, RateLimited
 
 SECRET, OTHER = b"a" * 32, b"b" * 32
+STRONG = "0123456789abcdef" * 4  # a fixed 64-hex demonstration secret (notebook 07's kind): 256 bits
 
 
 # ------------------------------------------------------------------------------------------ splits
@@ -31,8 +32,8 @@ def test_test_seed_needs_the_secret_and_differs_per_secret(monkeypatch, tmp_path
 
 
 def test_secret_from_env_or_a_file_outside_the_checkout(monkeypatch, tmp_path):
-    monkeypatch.setenv(splits.SECRET_ENV, "x" * 20)
-    assert splits.load_secret() == b"x" * 20
+    monkeypatch.setenv(splits.SECRET_ENV, STRONG)
+    assert splits.load_secret() == STRONG.encode()
     monkeypatch.setenv(splits.SECRET_ENV, "short")
     with pytest.raises(splits.SecretMissing, match="shorter"):
         splits.load_secret()
@@ -54,12 +55,29 @@ def test_test_seeds_avoid_every_other_seed():
     assert splits.is_reserved(splits.dev_seed("B_online"))
 
 
-def test_commitment_verifies_only_the_right_secret_and_round():
-    recorded = splits.commitment(SECRET, 1)
-    assert SECRET.decode() not in recorded
-    assert splits.verify_reveal(SECRET, 1, recorded)
-    assert not splits.verify_reveal(OTHER, 1, recorded)
-    assert not splits.verify_reveal(SECRET, 2, recorded)
+def test_commitment_verifies_only_the_right_secret_round_and_salt():
+    salt = splits.new_salt()
+    recorded = splits.commitment(SECRET, 1, salt)
+    assert SECRET.decode() not in recorded and len(salt) == 32
+    assert splits.verify_reveal(SECRET, 1, recorded, salt)
+    assert not splits.verify_reveal(OTHER, 1, recorded, salt)
+    assert not splits.verify_reveal(SECRET, 2, recorded, salt)
+    assert not splits.verify_reveal(SECRET, 1, recorded, splits.new_salt())  # the salt is part of it
+    assert splits.commitment(SECRET, 1, splits.new_salt()) != recorded  # a guess list hashed in advance is useless
+    with pytest.raises(ValueError, match="salt"):
+        splits.commitment(SECRET, 1, "")
+
+
+@pytest.mark.parametrize("weak", [b"a" * 64, b"password" * 4, b"0101" * 10, b"short-secret"])
+def test_weak_secrets_are_refused(weak):
+    with pytest.raises(splits.SecretMissing, match="guessable|shorter"):
+        splits.check_secret(weak)
+
+
+def test_generated_and_fixed_hex_secrets_pass():
+    assert splits.check_secret(STRONG.encode()) == STRONG.encode()
+    for _ in range(50):  # new_secret: 256 bits, always above the estimate's bar
+        assert splits.entropy_bits(splits.new_secret().encode()) > splits.MIN_SECRET_BITS
 
 
 # -------------------------------------------------------------------------------------------- gate
@@ -96,7 +114,7 @@ def test_gate_refuses_unpaired_items():
 # ------------------------------------------------------------------------------------------ ledger
 def _ledger(tmp_path, n: int = 4) -> Ledger:
     ledger = Ledger(tmp_path / "ledger.jsonl")
-    ledger.append("round", {"round": 1, "commitment": splits.commitment(SECRET, 1)})
+    ledger.append("round", {"round": 1, "commitment": splits.commitment(SECRET, 1, "s")})
     for i in range(n - 1):
         ledger.append("submission", {"name": f"m{i}", "author": "me", "overall": 0.5 + i / 100})
     return ledger

@@ -13,12 +13,13 @@ import pandas as pd
 import pytest
 
 from cachecraft_lib.arena import leaderboard, points
-from cachecraft_lib.arena.judges import load_bundle, review, review_rules
+from cachecraft_lib.arena.judges import BundleError, load_bundle, review, review_rules
 from cachecraft_lib.arena.judges.record import record_review
 from cachecraft_lib.arena.judges.similarity import normalise, similarity
 from cachecraft_lib.arena.ledger import Ledger
 
 ASSETS = Path(__file__).parent / "assets" / "judges"
+JUDGE_ASSETS = ASSETS
 FRC = Path(__file__).parents[1] / "cachecraft_lib" / "arena" / "submissions" / "frc"
 KNORM_RENAMED = '''import numpy as np
 
@@ -49,8 +50,12 @@ def _with_evidence(tmp_path: Path, overall: str) -> Path:
     desc = (out / "DESCRIPTION.md").read_text()
     desc = re.sub(r"## Evidence\n.*?\n\n", EVIDENCE.format(overall=overall) + "\n", desc, flags=re.S)
     (out / "DESCRIPTION.md").write_text(desc)
-    shutil.copy(ASSETS / "frc_dev_report.json", out / "dev_report.json")
     return out
+
+
+def _report() -> dict:
+    """The arena's dev report for FRC (as ``dev_report_json`` writes it), passed by the caller."""
+    return json.loads((ASSETS / "frc_dev_report.json").read_text())
 
 
 def test_similarity_survives_renaming_and_ignores_comments():
@@ -126,14 +131,14 @@ def test_a_one_liner_sharing_a_few_tokens_with_a_baseline_is_not_a_copy():
 
 
 def test_a_false_number_is_fabricated_evidence_and_a_true_one_is_not(tmp_path):
-    true = review(load_bundle(_with_evidence(tmp_path, "0.612")))
+    true = review(load_bundle(_with_evidence(tmp_path, "0.612"), _report()))
     assert "FABRICATED_EVIDENCE" not in true.flags and not true.flags
     assert [c["matched"] for c in true.details["claims"]] == [True, True, True]
     assert true.soundness == 3
     assert true.effectiveness == 5  # accuracy 0.701 / 0.66 and the gain's interval above 0
-    rounded = review(load_bundle(_with_evidence(tmp_path, "0.61")))  # within its rounding
+    rounded = review(load_bundle(_with_evidence(tmp_path, "0.61"), _report()))  # within its rounding
     assert not rounded.flags
-    false = review(load_bundle(_with_evidence(tmp_path, "0.712")))
+    false = review(load_bundle(_with_evidence(tmp_path, "0.712"), _report()))
     assert false.flags == ("FABRICATED_EVIDENCE",) and false.soundness == 0
     assert any("claims overall 0.712" in n and "0.612" in n for n in false.notes)
 
@@ -144,17 +149,81 @@ def test_a_forbidden_import_is_a_rule_violation(tmp_path):
     assert "RULE_VIOLATION" in result.flags and any("os" in n for n in result.notes)
 
 
-def test_the_bundle_never_holds_test_items(tmp_path):
+def test_the_bundle_never_holds_anything_from_the_arenas_private_folder(tmp_path):
+    """Plants a marker where a bundle could reach it: an entry folder inside private/ passed as an earlier entry,
+    a DESCRIPTION.md and a dev report that link into private/. None of it may enter the bundle."""
     root = tmp_path / "arena"
-    (root / "private" / "round1" / "A").mkdir(parents=True)
-    (root / "private" / "round1" / "A" / "frc.parquet").write_text("secret")
-    bundle = load_bundle(FRC, events=[])
-    text = json.dumps(bundle.as_prompt(), default=str)
-    assert "secret" not in text and "private" not in text
-    assert all(e.folder != bundle.folder for e in bundle.earlier)  # never its own earlier entry
+    planted = root / "private" / "round1" / "A" / "planted"
+    shutil.copytree(FRC, planted)
+    marker = "PRIVATE-MARKER-7c41"
+    (planted / "method.py").write_text(f"# {marker}\n" + (planted / "method.py").read_text())
+    (planted / "metadata.yaml").write_text("name: planted\nauthor: other\nboards: [A]\n")
+    (root / "private" / "units.json").write_text(json.dumps({"marker": marker}))
+    (root / "ledger.jsonl").write_text("")
+    for given in (root, None):  # the arena named, or found by its ledger beside private/
+        bundle = load_bundle(FRC, events=[], earlier=[planted], arena_root=given)
+        assert marker not in json.dumps(bundle.as_prompt(), default=str)
+        assert all(e.folder != planted.resolve() for e in bundle.earlier)
+    outside = shutil.copytree(planted, tmp_path / "outside")  # the same entry outside private/ is read: the plant
+    assert marker in json.dumps(load_bundle(FRC, events=[], earlier=[outside]).as_prompt())  # is reachable
+    linked = _folder(tmp_path, FRC, "linked")
+    (linked / "DESCRIPTION.md").unlink()
+    (linked / "DESCRIPTION.md").symlink_to(planted / "method.py")
+    with pytest.raises(BundleError, match="private|outside"):
+        load_bundle(linked, events=[], arena_root=root)
+    with pytest.raises(BundleError, match="private"):
+        load_bundle(FRC, root / "private" / "units.json", events=[], arena_root=root)
+    assert all(e.folder != load_bundle(FRC, events=[]).folder for e in load_bundle(FRC, events=[]).earlier)
     from cachecraft_lib.arena.submission import load_submission
 
-    assert bundle.code_sha256 == load_submission(FRC).code_sha256  # a review names the code the ledger names
+    assert load_bundle(FRC).code_sha256 == load_submission(FRC).code_sha256  # a review names the ledger's code
+
+
+def test_a_shipped_dev_report_is_ignored(tmp_path):
+    """A dev_report.json inside the submission folder claims a perfect run; the judges never read it."""
+    folder = _with_evidence(tmp_path, "0.612")
+    fake = _report()
+    for row in fake["scores"].values():
+        row["accuracy"] = 9.0
+    (folder / "dev_report.json").write_text(json.dumps(fake))
+    bundle = load_bundle(folder)
+    assert bundle.dev_report is None
+    result = review_rules(bundle, probe=False)
+    assert result.effectiveness == 0 and any("no dev report" in n for n in result.notes)
+    with pytest.raises(BundleError, match="inside the submission folder"):
+        load_bundle(folder, folder / "dev_report.json")
+    assert load_bundle(folder, _report()).dev_report["scores"] == _report()["scores"]  # the arena's one is read
+
+
+@pytest.fixture(scope="module")
+def real_layers(tiny_model):
+    """Real layers of smoke board A's model, drawn by the judge (a fixed seed here, for a stable test)."""
+    from cachecraft_lib.arena.boards import load_boards
+    from cachecraft_lib.arena.judges.layers import board_layers
+
+    return board_layers(*tiny_model, load_boards("smoke")["A"], seed=3_100_000_123)[0]
+
+
+@pytest.mark.slow
+def test_snapkv_on_real_layers_that_dodges_the_probes_is_flagged(real_layers):
+    bundle = load_bundle(JUDGE_ASSETS / "snapkv_dodges_probes")
+    probes_only = review_rules(bundle)
+    assert probes_only.flags == () and probes_only.details["behaviour"]["snapkv"] < 0.9  # the probes are fooled
+    result = review_rules(bundle, layers=real_layers)
+    assert result.details["behaviour_by_layers"]["real"]["snapkv"] >= 0.98
+    assert result.flags == ("UNDISCLOSED_PRIOR_ART",) and result.novelty == 0
+
+
+@pytest.mark.slow
+def test_real_layers_keep_honest_entries_unflagged(real_layers):
+    for folder in (FRC, Path(__file__).parent / "assets" / "arena_boards" / "snap_nopool"):
+        assert review_rules(load_bundle(folder), layers=real_layers).flags == ()
+
+
+def test_a_method_that_crashes_on_the_judges_inputs_is_flagged():
+    result = review_rules(load_bundle(JUDGE_ASSETS / "crashes_on_probes"))
+    assert result.flags == ("CRASHED_ON_JUDGE_INPUTS",) and any("failed on the judge" in n for n in result.notes)
+    assert "CRASHED_ON_JUDGE_INPUTS" not in review_rules(load_bundle(FRC)).flags
 
 
 # ----------------------------------------------------------------------------------------------- ledger

@@ -18,7 +18,7 @@ from cachecraft_lib.arena.baselines import BASELINES, Baseline
 from cachecraft_lib.arena.harness import Arena
 
 pytestmark = pytest.mark.slow
-SECRET = b"arena-ray-test-secret-0123456789"
+SECRET = b"arena-ray-test-secret-0123456789abcdefghijklmnop"
 RAISES = "raises_test"
 
 

@@ -65,11 +65,17 @@ def _no_prefill(name: str) -> Callable[[float], BasePress | None]:
 
 def over_contexts(items: pd.DataFrame, one: Callable[[pd.DataFrame], list[dict]], board: str,
                   progress: bool) -> list[dict]:
-    """The rows of ``one(group)`` for each context of ``items`` in order (one progress bar for both runners)."""
+    """The rows of ``one(group)`` for each context of ``items`` in order (one progress bar for both runners).
+    Every submission's sandbox ends before each context: a method keeps no state from one context to the next
+    (it cannot count contexts, nor tell a split by their number)."""
+    from .press import close_sandboxes
+
     rows: list[dict] = []
     groups = list(items.groupby("context_id", sort=False))
     for _, group in tqdm(groups, desc=f"board {board}: contexts", disable=not progress, leave=False):
+        close_sandboxes()
         rows += one(group)
+    close_sandboxes()
     return rows
 
 

@@ -3,19 +3,22 @@
 - ``dev``: a method on the public dev items beside the board's baselines (cached), with the paired interval of
   its gain over the best baseline. Unlimited.
 - ``record_baselines``: the baselines on the hidden test items of a round, recorded in the ledger (once).
-- ``submit``: check the folder, the rate limit, run on the test items, score, gate against the board's best
-  (paired bootstrap over test units, seed in the ledger), points, ledger. A bad submission is recorded as a
-  ``rejection`` with its reason; nothing else changes.
-- ``reveal``: check the round's commitment against the secret and show the test seeds.
+- ``submit``: check the secret against the round's commitment, the rate limit (normalised author), the
+  folder (reserved names), run on the test items, score, gate against the board's best (paired bootstrap over
+  test units, seed in the ledger), points, ledger. A bad submission is recorded as a ``rejection`` with its
+  kind and author (``refusals``: on test items without the method's text); nothing else changes.
+- ``reveal``: check the round's salted commitment against the secret and show the test seeds.
 
-Per-unit test values stay outside the ledger, under ``<root>/private/`` (the ledger shows aggregates only);
-the gate reads the board's best entry's values from there.
+Per-unit test values stay outside the ledger, under ``<root>/private/round<r>/<board>/<entry id>.parquet``
+(``baseline-<name>`` or ``entry-<ledger seq>``, an entry's own file, never overwritten); the gate reads the
+board's best entry's values from there.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +30,7 @@ from ..profiles import get_profile
 from . import score
 from .boards import Board, load_boards
 from .evaluate import BoardRunner, Contender, baseline_contender, submission_contender
+from .gate import gate
 from .items import board_items, split_seed
 
 
@@ -127,16 +131,17 @@ class Arena:
                 "excluded_tasks": units.attrs["excluded_tasks"]}
 
     # --------------------------------------------------------------------------------------- test
-    def _private(self, round_: int, board: str, name: str) -> Path:
-        return self.root / "private" / f"round{round_}" / board / f"{name}.parquet"
+    def _private(self, round_: int, board: str, entry_id: str) -> Path:
+        """An entry's per-unit test values, named by its ledger id (``baseline-<name>``, ``entry-<seq>``)."""
+        if not ENTRY_ID.fullmatch(entry_id):
+            raise ValueError(f"not an entry id: {entry_id!r}")
+        return self.root / "private" / f"round{int(round_)}" / board / f"{entry_id}.parquet"
 
     def ensure_round(self, secret: bytes, round_: int) -> None:
-        """Record the round's commitment to the secret once (``reveal`` checks it later)."""
-        from .splits import commitment
+        """Record the round's salted commitment to the secret once (``submit``/``reveal`` check it later)."""
+        from .rounds import ensure_round
 
-        ledger = self.ledger
-        if not any(e.get("kind") == "round" and _payload(e).get("round") == round_ for e in ledger.events()):
-            ledger.append("round", {"round": round_, "profile": self.profile, "commitment": commitment(secret, round_)})
+        ensure_round(self.ledger, secret, round_, self.profile)
 
     def record_baselines(self, board_name: str, secret: bytes, round_: int = 1) -> pd.DataFrame:
         """The board's baselines on the round's test items, in the ledger (skipped when already there)."""
@@ -153,51 +158,63 @@ class Arena:
         scores = score.method_scores(units)
         best = score.best_baseline(scores)
         for name in todo:
-            self._save_units(units, round_, board.name, name)
+            self._save_units(units[units.method == name], self._private(round_, board.name, f"baseline-{name}"))
             ok, why = score.eligible(scores.loc[name], board, scores.loc[best])
             self.ledger.append("baseline", _entry(board, name, "baseline", round_, scores.loc[name], ok, why,
                                                   units.attrs["excluded_tasks"]))
         return scores
 
-    def _save_units(self, units: pd.DataFrame, round_: int, board: str, name: str) -> None:
-        path = self._private(round_, board, name)
+    @staticmethod
+    def _save_units(units: pd.DataFrame, path: Path, exclusive: bool = False) -> None:
+        """Write an entry's units; ``exclusive``: never over an existing file (an entry's id is its own)."""
         path.parent.mkdir(parents=True, exist_ok=True)
-        units[units.method == name].to_parquet(path)
+        with open(path, "xb" if exclusive else "wb") as f:
+            units.to_parquet(f)
 
     def board_best(self, board: str, round_: int) -> str | None:
         """The board's current best: the highest overall among eligible baselines and submissions that moved it."""
+        best = self._best_entry(board, round_)
+        return None if best is None else best[0]
+
+    def _best_entry(self, board: str, round_: int) -> tuple[str, str] | None:
         table = _standing(self.ledger.events(), board, round_)
-        return None if table.empty else str(table.sort_values("overall", ascending=False).name.iloc[0])
+        if table.empty:
+            return None
+        row = table.sort_values("overall", ascending=False).iloc[0]
+        return str(row["name"]), str(row["entry_id"])
 
     def submit(self, folder: str | Path, board_name: str, secret: bytes, round_: int = 1,
                rule: str = "frozen_bar", **limits: Any) -> dict[str, Any]:
-        """One official submission; returns the ledger payload of the entry (or of its rejection)."""
-        from .gate import gate
-        from .submission import SubmissionError, load_submission
+        """One official submission; returns the ledger payload of the entry (or of its rejection). The secret is
+        checked against the round's commitment and the author's rate limit before anything runs; every refusal
+        (a failed check, a crash) is a ``rejection`` with the author and counts toward the limit."""
+        from .press import BOUNDARIES, UNREPORTED
+        from .refusals import shown_name
+        from .rounds import check_round_secret
+        from .submission import SubmissionError, load_submission, metadata_author
 
         board = self.board(board_name)
+        check_round_secret(self.ledger, secret, round_)
+        author = metadata_author(folder)
+        self.ledger.check_rate(author)
         try:
             sub = load_submission(folder)
+            self._check_identity(board, sub, round_)
         except SubmissionError as err:
-            return self._reject(board, Path(folder).name, "unknown", err)
-        self.ledger.check_rate(sub.author)
-        if board.name not in sub.boards:
-            return self._reject(board, sub.name, sub.author, SubmissionError(
-                "bad_metadata", f"the submission names boards {list(sub.boards)}, not {board.name}: add it to "
-                                "its metadata"))
-        if board.decode_time and not sub.decode:
-            return self._reject(board, sub.name, sub.author, SubmissionError(
-                "bad_method", f"board {board.name} evicts while decoding: class Method must define decode(layer)"))
+            return self._reject(board, shown_name(folder), author, err)
         self.record_baselines(board.name, secret, round_)
         items = self.items(board, "test", secret, round_)
         try:
             rows = self.run(board, items, [submission_contender(sub, **limits)])
         except SubmissionError as err:
-            return self._reject(board, sub.name, sub.author, err)
+            return self._reject(board, sub.name, sub.author, err, on_test=True)
+        except Exception as err:  # noqa: BLE001 - a crash is a refusal with its author, never a traceback
+            return self._reject(board, sub.name, sub.author, SubmissionError("crash", f"{type(err).__name__}: {err}"),
+                                on_test=True)
         units = score.unit_values(rows, board)
         scores = score.method_scores(units)
-        best = self.board_best(board.name, round_)
-        best_units = pd.read_parquet(self._private(round_, board.name, best))
+        best, best_id = self._best_entry(board.name, round_)
+        best_units = pd.read_parquet(self._private(round_, board.name, best_id))
         mine = units[units.method == sub.name].set_index("context_id")
         theirs = best_units.set_index("context_id").reindex(mine.index)
         seed = len(self.ledger.events())
@@ -206,13 +223,34 @@ class Arena:
         ok, why = score.eligible(scores.loc[sub.name], board, reference)
         entry = _entry(board, sub.name, "submission", round_, scores.loc[sub.name], ok, why,
                        units.attrs["excluded_tasks"], author=sub.author)
-        entry.update(code_sha256=sub.code_sha256, best_before=best, gain=result.gain, gain_lo=result.lo,
-                     gain_hi=result.hi, gate_threshold=result.threshold, gate_seed=result.seed,
-                     moved=bool(result.passed and ok))
-        self._save_units(units, round_, board.name, sub.name)
-        self.ledger.append("submission", entry)
+        entry.update(author_key=sub.author_key, code_sha256=sub.code_sha256, best_before=best, gain=result.gain,
+                     gain_lo=result.lo, gain_hi=result.hi, gate_threshold=result.threshold, gate_seed=result.seed,
+                     moved=bool(result.passed and ok), sandbox=BOUNDARIES.get(sub.code_sha256, UNREPORTED),
+                     weak_sandbox_allowed=bool(limits.get("allow_weak", False)))
+        event = self.ledger.append("submission", entry)
+        entry["entry_id"] = f"entry-{event['seq']}"
+        self._save_units(units[units.method == sub.name], self._private(round_, board.name, entry["entry_id"]),
+                         exclusive=True)
         entry["points"] = self._award(rule, board, entry, round_)
         return entry
+
+    def _check_identity(self, board: Board, sub: Any, round_: int) -> None:
+        """The boards and hooks fit, and the name is not another author's entry on this board."""
+        from .submission import SubmissionError, author_key, name_key
+
+        if board.name not in sub.boards:
+            raise SubmissionError("bad_metadata", f"the submission names boards {list(sub.boards)}, not "
+                                                  f"{board.name}: add it to its metadata")
+        if board.decode_time and not sub.decode:
+            raise SubmissionError("bad_method", f"board {board.name} evicts while decoding: class Method must define "
+                                                "decode(layer)")
+        for e in self.ledger.events():
+            data = _payload(e)
+            if e.get("kind") == "submission" and data.get("board") == board.name \
+                    and name_key(str(data.get("name"))) == name_key(sub.name) \
+                    and author_key(str(data.get("author_key") or data.get("author"))) != sub.author_key:
+                raise SubmissionError("reserved_name", f"name {sub.name!r} is another author's entry on board "
+                                                       f"{board.name}; choose another name in metadata.yaml")
 
     def _best_baseline_row(self, board: Board, round_: int) -> pd.Series:
         table = _standing(self.ledger.events(), board.name, round_, kinds=("baseline",), eligible_only=False)
@@ -230,23 +268,27 @@ class Arena:
                                       "points": value, "rule": rule, "round": round_})
         return value
 
-    def _reject(self, board: Board, name: str, author: str, err: Any) -> dict[str, Any]:
-        payload = {"board": board.name, "name": name, "author": author, "kind": getattr(err, "kind", "error"),
-                   "message": str(err)}
-        self.ledger.append("rejection", payload)
-        return {"rejected": True, **payload}
+    def _reject(self, board: Board, name: str, author: str, err: Any, on_test: bool = False) -> dict[str, Any]:
+        """A ``rejection`` with the author; on test items with a fixed public message (``refusals``)."""
+        from .refusals import record_refusal
+
+        return {"rejected": True, **record_refusal(self.ledger, self.root, board.name, name, author, err, on_test)}
 
     def reveal(self, secret: bytes, round_: int = 1) -> dict[str, Any]:
-        """Prove the round's items were fixed in advance: the commitment matches and the seeds follow."""
-        from .splits import commitment, test_seed
+        """Prove the round's items were fixed in advance: the salted commitment matches and the seeds follow."""
+        from .rounds import matches, round_event
+        from .splits import test_seed
 
-        recorded = [_payload(e)["commitment"] for e in self.ledger.events()
-                    if e.get("kind") == "round" and _payload(e).get("round") == round_]
-        if not recorded:
+        data = round_event(self.ledger.events(), round_)
+        if data is None:
             raise ValueError(f"round {round_} has no commitment in {self.root / 'ledger.jsonl'}")
-        ok = recorded[0] == commitment(secret, round_)
+        ok = matches(secret, data)
         seeds = {b: test_seed(secret, b, round_) for b in self.boards} if ok else {}
-        return {"round": round_, "commitment": recorded[0], "matches": ok, "test_seeds": seeds}
+        return {"round": round_, "commitment": data["commitment"], "salt": data.get("salt"), "matches": ok,
+                "test_seeds": seeds}
+
+
+ENTRY_ID = re.compile(r"baseline-[a-z0-9_]{1,64}|entry-[0-9]{1,12}")
 
 
 def _payload(event: dict) -> dict:
@@ -266,7 +308,9 @@ def _entry(board: Board, name: str, kind: str, round_: int, row: pd.Series, ok: 
 
 def _standing(events: list[dict], board: str, round_: int, kinds: tuple[str, ...] = ("baseline", "submission"),
               eligible_only: bool = True) -> pd.DataFrame:
-    rows = [_payload(e) for e in events if e.get("kind") in kinds and _payload(e).get("board") == board
+    rows = [{**_payload(e), "entry_id": (f"baseline-{_payload(e).get('name')}" if e.get("kind") == "baseline"
+                                         else f"entry-{e.get('seq')}")}
+            for e in events if e.get("kind") in kinds and _payload(e).get("board") == board
             and _payload(e).get("round") == round_]
     table = pd.DataFrame(rows)
     if table.empty or not eligible_only:

@@ -57,6 +57,12 @@ def board_items(board: Board, split: str, tokenizer: Any, secret: bytes | None =
     return items
 
 
+def generated_contexts(board: Board, tokenizer: Any, seed: int, source: str = "offline") -> pd.DataFrame:
+    """One context per task at the board's first length, drawn by ``seed`` as a split's are (never cached):
+    what a judge prefills to compare methods on layers like the board's."""
+    return _contexts(board.lengths[0], tokenizer, 1, seed, board.tasks, source, cache=False)
+
+
 def _contexts(length: int, tokenizer: Any, per_task: int, seed: int, tasks: tuple[str, ...], source: str,
               cache: bool) -> pd.DataFrame:
     if source == "hf" or (source == "auto" and ruler_data.hub_reachable()):

@@ -11,6 +11,10 @@ presses work in a live prefill (``with press(model)``) and under the grid's ``Sh
 Presses of the same submission and limits share one sandboxed child (``sandbox_for``): an evaluation builds
 a press per context and budget, and a child per press would cost more than the method. A failure raises
 ``SubmissionError`` with its kind and retires the child; ``close_sandboxes`` ends them all (also at exit).
+The runners end them before every context (``evaluate.over_contexts``): a method's state (``self``) lives for
+one context, so it cannot count contexts or carry what it saw on one context to the next (the dev and test
+splits differ in their number of contexts; see arena/README.md). ``BOUNDARIES`` keeps, per code hash, the
+boundary the sandbox reported (its ``boundary`` attribute), for the ledger's entry.
 """
 
 from __future__ import annotations
@@ -31,14 +35,17 @@ from .submission import Submission
 
 WINDOW = 64
 _SANDBOXES: dict[tuple, MethodSandbox] = {}
+BOUNDARIES: dict[str, str] = {}
+UNREPORTED = "unreported (a sandbox without a boundary attribute: the in-process audit hook)"
 
 
 def sandbox_for(sub: Submission, limits: Limits) -> MethodSandbox:
     """The live sandbox of ``sub`` under ``limits``, started on first use."""
-    key = (sub.code_sha256, sub.returns, limits.timeout_s, limits.memory_mb, limits.load_s)
+    key = (sub.code_sha256, sub.returns, tuple(sorted(vars(limits).items())))
     box = _SANDBOXES.get(key)
     if box is None or not box.alive:
         box = _SANDBOXES[key] = MethodSandbox(sub, limits).start()
+        BOUNDARIES[sub.code_sha256] = str(getattr(box, "boundary", UNREPORTED))
     return box
 
 

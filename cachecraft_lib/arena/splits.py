@@ -2,8 +2,14 @@
 
 The test items of a round are generated from ``test_seed(secret, board, round)``, an HMAC of the secret, so
 nobody without the secret can regenerate them, and a different secret gives different items. Before a round
-the ledger records ``commitment(secret, round)``; ``reveal`` later publishes the secret and anyone checks
-``verify_reveal`` against the ledger: the items were fixed before any submission was scored.
+the ledger records ``commitment(secret, round, salt)`` with a fresh random ``salt`` (``new_salt``, published in
+the same event: a list of guesses hashed in advance is useless against it); ``submit`` and ``reveal`` check the
+secret against it before anything runs, and after ``reveal`` anyone checks ``verify_reveal``: the items were
+fixed before any submission was scored.
+
+A secret must be hard to guess: at least ``MIN_SECRET_BYTES`` bytes and an entropy estimate (``entropy_bits``:
+length x the empirical Shannon entropy per character, an upper bound for anything but random text) of at least
+``MIN_SECRET_BITS``; ``new_secret`` draws 256 bits (``secrets.token_hex(32)``, about 240 by the estimate).
 
 Test seeds are drawn from ``[TEST_LOW, TEST_HIGH)`` and checked against every seed the project uses elsewhere
 (training streams, the model card's evaluation seeds, profile and bootstrap seeds, the dev seeds): a clash
@@ -18,9 +24,11 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import math
 import os
 import secrets
 import zlib
+from collections import Counter
 from pathlib import Path
 
 SECRET_ENV, SECRET_FILE_ENV = "CACHECRAFT_ARENA_SECRET", "CACHECRAFT_ARENA_SECRET_FILE"
@@ -28,14 +36,20 @@ SECRET_FILE = Path("~/.config/cachecraft/arena_secret")
 DEV_BASE, DEV_SPAN = 7_000_000, 1_000_000
 TEST_LOW, TEST_HIGH = 3_000_000_000, 4_000_000_000  # below 2**32 (pandas' random_state), above every other seed
 TRAINING_STEPS_MAX = 10_000_000  # training draws Random(recipe.seed * 1_000_003 + step): this many steps reserved
-MIN_SECRET_BYTES = 16
+MIN_SECRET_BYTES, MIN_SECRET_BITS = 32, 128
+COMMITMENT_SCHEME = "sha256(salt|round|secret)-v2"
 CREATE_HINT = (f"create one outside the checkout: mkdir -p ~/.config/cachecraft && python -c \"import secrets; "
                f"print(secrets.token_hex(32))\" > {SECRET_FILE} && chmod 600 {SECRET_FILE} "
-               f"(or export {SECRET_ENV}=<at least {MIN_SECRET_BYTES} characters>)")
+               f"(or export {SECRET_ENV}=<a random string: at least {MIN_SECRET_BYTES} characters and an estimated "
+               f"{MIN_SECRET_BITS} bits>)")
 
 
 class SecretMissing(RuntimeError):
-    """No usable arena secret: the message says how to create one."""
+    """No usable arena secret (absent, too short, too guessable): the message says how to create one."""
+
+
+class SecretMismatch(RuntimeError):
+    """The secret given is not the one the round's commitment binds: nothing was run."""
 
 
 def dev_seed(board: str) -> int:
@@ -63,10 +77,28 @@ def load_secret(repo_root: str | Path | None = None) -> bytes:
     return _checked(path.read_text().strip().encode(), str(path))
 
 
-def _checked(secret: bytes, where: str) -> bytes:
+def entropy_bits(secret: bytes) -> float:
+    """An estimate of the secret's entropy: its length times the empirical Shannon entropy per byte."""
+    if not secret:
+        return 0.0
+    counts = Counter(secret)
+    per_byte = -sum(c / len(secret) * math.log2(c / len(secret)) for c in counts.values())
+    return len(secret) * per_byte
+
+
+def check_secret(secret: bytes, where: str = "the secret given") -> bytes:
+    """``secret`` when it is long and varied enough; ``SecretMissing`` saying why otherwise."""
     if len(secret) < MIN_SECRET_BYTES:
         raise SecretMissing(f"the arena secret in {where} is shorter than {MIN_SECRET_BYTES} characters; {CREATE_HINT}")
+    bits = entropy_bits(secret)
+    if bits < MIN_SECRET_BITS:
+        raise SecretMissing(f"the arena secret in {where} is too guessable: about {bits:.0f} bits by its character "
+                            f"statistics, at least {MIN_SECRET_BITS} needed; {CREATE_HINT}")
     return secret
+
+
+def _checked(secret: bytes, where: str) -> bytes:
+    return check_secret(secret, where)
 
 
 def reserved_seeds() -> set[int]:
@@ -106,11 +138,20 @@ def test_seed(secret: bytes, board: str, round: int) -> int:  # noqa: A002 - the
     raise RuntimeError("no free test seed in 100 draws (cannot happen with the reserved ranges as they are)")
 
 
-def commitment(secret: bytes, round: int) -> str:  # noqa: A002
-    """The hash the ledger records before a round: binds the round to this secret without revealing it."""
-    return hashlib.sha256(b"cachecraft-arena-commitment|" + str(int(round)).encode() + b"|" + secret).hexdigest()
+def new_salt() -> str:
+    """A fresh random salt for a round's commitment (128 bits, hex), published with it."""
+    return secrets.token_hex(16)
 
 
-def verify_reveal(secret: bytes, round: int, recorded: str) -> bool:  # noqa: A002
-    """Does a revealed secret match the commitment recorded for ``round``?"""
-    return hmac.compare_digest(commitment(secret, round), recorded)
+def commitment(secret: bytes, round: int, salt: str) -> str:  # noqa: A002
+    """The hash the ledger records before a round: binds the round to this secret without revealing it; the
+    published random ``salt`` makes every round's hash new (no guess list computed in advance applies)."""
+    if not salt:
+        raise ValueError("a commitment needs a salt (splits.new_salt(), published with it)")
+    return hashlib.sha256(b"cachecraft-arena-commitment-v2|" + salt.encode() + b"|" + str(int(round)).encode()
+                          + b"|" + secret).hexdigest()
+
+
+def verify_reveal(secret: bytes, round: int, recorded: str, salt: str) -> bool:  # noqa: A002
+    """Does a revealed secret match the commitment recorded (with ``salt``) for ``round``?"""
+    return hmac.compare_digest(commitment(secret, round, salt), recorded)

@@ -10,9 +10,15 @@ A submission is a folder with three files:
 A submission to a decode-time board (``DECODE_BOARDS``: board C) must define ``decode(layer)``, the call made
 when the cap overflows during decoding; one to a prefill board (A, B) must define ``score`` or ``keep``.
 
-``load_submission`` reads the three files, parses ``method.py`` (never executes it) and raises
+``load_submission`` reads ``method.py`` once (``Submission.code``: the bytes hashed are the bytes that run;
+editing the file afterwards changes nothing), parses it (never executes it) and raises
 ``SubmissionError`` whose ``kind`` says what is wrong and whose message says what to fix. The same kinds name
 what goes wrong later, when the method runs (``crash``, ``timeout``, ``memory``, ``over_budget``, ...).
+
+Identities: a name may not be a baseline's or the uncompressed reference's (``reserved_names``, compared by
+``name_key``: Unicode NFKC, casefold, invisible characters removed, ``-``/``_`` alike), and authors are compared
+by ``author_key`` (NFKC, casefold, invisible characters removed, inner whitespace collapsed), so "Agent1",
+"agent1 " and "agent\u200b1" are one author for the rate limit.
 """
 
 from __future__ import annotations
@@ -20,7 +26,8 @@ from __future__ import annotations
 import ast
 import hashlib
 import re
-from dataclasses import dataclass
+import unicodedata
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -36,7 +43,44 @@ MAX_METHOD_BYTES = 256 * 1024
 DECODE_BOARDS = frozenset({"C"})
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 KINDS = ("missing_file", "bad_description", "bad_metadata", "bad_method", "bad_import", "file_access", "network",
-         "crash", "timeout", "memory", "tampering", "bad_output", "over_budget", "duplicate_indices", "out_of_range")
+         "crash", "timeout", "memory", "tampering", "bad_output", "over_budget", "duplicate_indices", "out_of_range",
+         "reserved_name")
+REFERENCE_NAMES = frozenset({"full", "no_press", "nopress", "none", "uncompressed", "reference", "full_cache",
+                             "baseline", "baselines"})
+INVISIBLE = re.compile("[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e"
+                       "\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0]")
+
+
+def _folded(text: str) -> str:
+    text = unicodedata.normalize("NFKC", text)
+    text = "".join(ch for ch in text if unicodedata.category(ch) not in ("Cf", "Cc", "Mn", "Me"))
+    return INVISIBLE.sub("", text).casefold()
+
+
+def author_key(author: str) -> str:
+    """The author as the rate limit counts it: NFKC, casefold, invisible characters removed, whitespace trimmed
+    and collapsed."""
+    return " ".join(_folded(str(author)).split())
+
+
+def name_key(name: str) -> str:
+    """A name as reservation compares it: folded like ``author_key``, ``-``, ``_``, ``.`` and spaces removed."""
+    return re.sub(r"[\s_\-.]", "", _folded(str(name)))
+
+
+def reserved_names() -> frozenset[str]:
+    """``name_key`` of every baseline (prefill and decode-time) and of the uncompressed reference."""
+    from ..decoding.methods import CAP_BASELINES
+    from .baselines import BASELINES
+
+    return frozenset(name_key(n) for n in (*BASELINES, *CAP_BASELINES, *REFERENCE_NAMES))
+
+
+def check_name(name: str) -> None:
+    """``SubmissionError("reserved_name")`` when ``name`` is a baseline's or the reference's, in any spelling."""
+    if name_key(name) in reserved_names():
+        raise SubmissionError("reserved_name", f"name {name!r} is a baseline's or the uncompressed reference's; "
+                                               "choose another name in metadata.yaml")
 
 
 class SubmissionError(ValueError):
@@ -58,10 +102,22 @@ class Submission:
     code_sha256: str
     returns: str = "scores"  # "scores" when Method defines score(), "indices" for keep(), "none" for neither
     decode: bool = False  # Method defines decode(layer) (decode-time boards)
+    code: bytes = field(default=b"", repr=False)  # method.py as read once and hashed
+
+    def __post_init__(self) -> None:
+        if not self.code:
+            raise ValueError("Submission needs the bytes of method.py it was hashed from (code=...)")
+        if hashlib.sha256(self.code).hexdigest() != self.code_sha256:
+            raise ValueError("Submission.code does not match code_sha256: the bytes that run must be the bytes hashed")
 
     @property
     def source(self) -> str:
-        return (self.folder / METHOD_FILE).read_text(encoding="utf-8")
+        """The code that runs: the bytes read and hashed by ``load_submission`` (never the file again)."""
+        return self.code.decode("utf-8")
+
+    @property
+    def author_key(self) -> str:
+        return author_key(self.author)
 
 
 def load_submission(folder: str | Path) -> Submission:
@@ -76,10 +132,23 @@ def load_submission(folder: str | Path) -> Submission:
                                                   "cachecraft_lib/arena/submissions/frc/ for an example)")
     check_description((folder / DESCRIPTION_FILE).read_text(encoding="utf-8"))
     name, author, boards = check_metadata((folder / METADATA_FILE).read_text(encoding="utf-8"))
+    check_name(name)
     code = (folder / METHOD_FILE).read_bytes()
     returns, decode = check_hooks(code)
     check_boards_hooks(boards, returns, decode)
-    return Submission(folder.resolve(), name, author, boards, hashlib.sha256(code).hexdigest(), returns, decode)
+    return Submission(folder.resolve(), name, author, boards, hashlib.sha256(code).hexdigest(), returns, decode,
+                      code)
+
+
+def metadata_author(folder: str | Path) -> str:
+    """The author ``metadata.yaml`` names, read leniently (for the ledger when the folder fails its checks);
+    ``"unknown"`` when it names none."""
+    try:
+        meta = yaml.safe_load((Path(folder) / METADATA_FILE).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return "unknown"
+    author = meta.get("author") if isinstance(meta, dict) else None
+    return str(author).strip()[:200] if author else "unknown"
 
 
 def check_boards_hooks(boards: tuple[str, ...], returns: str, decode: bool) -> None:
@@ -127,6 +196,8 @@ def check_metadata(text: str) -> tuple[str, str, tuple[str, ...]]:
         raise SubmissionError("bad_metadata", f"{METADATA_FILE} lacks {missing}; e.g. name: my-method, "
                                               "author: me, boards: [A]")
     name, author, boards = str(meta["name"]), str(meta["author"]).strip(), meta["boards"]
+    if not author_key(author) or len(author) > 200:
+        raise SubmissionError("bad_metadata", f"author {author[:40]!r} must have visible characters (at most 200)")
     if not NAME_RE.match(name):
         raise SubmissionError("bad_metadata", f"name {name!r} must be lowercase letters, digits, '-' or '_' "
                                               "(at most 64, starting with a letter or digit)")

@@ -32,7 +32,8 @@ def _known_errors() -> tuple[type[BaseException], ...]:
     from ..ray_util import RayMissing
 
     errors: list[type[BaseException]] = [BoardError, FileNotFoundError, RayMissing]
-    for module, names in (("submission", ("SubmissionError",)), ("splits", ("SecretMissing",)),
+    for module, names in (("submission", ("SubmissionError",)), ("splits", ("SecretMissing", "SecretMismatch")),
+                          ("signing", ("KeyMissing",)),
                           ("calibrate", ("CalibrationFailed",)),
                           ("ledger", ("LedgerTampered", "RateLimited")),
                           ("ray_eval", ("ContendersFailed", "ChunksFailed"))):
@@ -87,7 +88,7 @@ def _cmd_dev(args: argparse.Namespace) -> int:
     else:
         from ..arena.submission import load_submission
 
-        contender = submission_contender(load_submission(args.folder))
+        contender = submission_contender(load_submission(args.folder), **_sandbox_limits(args))
     if args.ray is not None:
         from ..arena.ray_eval import ray_dev
 
@@ -131,10 +132,27 @@ def _cmd_baselines(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sandbox_limits(args: argparse.Namespace) -> dict:
+    """``--allow-weak-sandbox`` as the sandbox's ``Limits(allow_weak=True)`` where the sandbox knows it (a
+    sandbox without that option has no other boundary to weaken); the entry records the boundary either way."""
+    if not getattr(args, "allow_weak_sandbox", False):
+        return {}
+    from dataclasses import fields
+
+    from ..arena.sandbox import Limits
+
+    known = {f.name for f in fields(Limits)}
+    if "allow_weak" not in known:
+        print("note: this sandbox has no OS boundary to weaken; --allow-weak-sandbox changes nothing",
+              file=sys.stderr)
+        return {}
+    return {"allow_weak": True}
+
+
 def _cmd_submit(args: argparse.Namespace) -> int:
     arena = _arena(args)
     arena.board(args.board)
-    entry = arena.submit(args.folder, args.board, _secret(), args.round, rule=args.rule)
+    entry = arena.submit(args.folder, args.board, _secret(), args.round, rule=args.rule, **_sandbox_limits(args))
     if entry.get("rejected"):
         print(f"rejected ({entry['kind']}): {entry['message']} (recorded in the ledger)", file=sys.stderr)
         return 1
@@ -157,7 +175,18 @@ def _cmd_leaderboard(args: argparse.Namespace) -> int:
     if args.out:
         for path in leaderboard.write(events, args.out, label=next(iter(arena.boards.values())).label):
             print(f"wrote {path}")
+        print(f"wrote {arena.ledger.publish_head(args.out)} (publish it with the leaderboard: `cachecraft arena "
+              "verify --head` checks the ledger against it)")
     return 0
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    arena = _arena(args)
+    public = Path(args.public_key).read_text().strip() if args.public_key else None
+    result = arena.ledger.verify(head=args.head, public_key=public)
+    print(f"{arena.ledger.path}: {result.status}: {result.message}"
+          + (f" (key {result.fingerprint})" if result.fingerprint else ""))
+    return 0 if result.ok else 1
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:
@@ -207,7 +236,8 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
 def _cmd_reveal(args: argparse.Namespace) -> int:
     result = _arena(args).reveal(_secret(), args.round)
     verdict = "matches" if result["matches"] else "does NOT match"
-    print(f"round {result['round']}: the secret {verdict} the commitment {result['commitment'][:16]}...")
+    print(f"round {result['round']}: the secret {verdict} the commitment {result['commitment'][:16]}... "
+          f"(salt {result.get('salt')})")
     for board, seed in result["test_seeds"].items():
         print(f"  board {board}: test seed {seed}")
     return 0 if result["matches"] else 1
@@ -246,12 +276,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = verb("dev", _cmd_dev, "evaluate a submission (or baseline:NAME) on the public dev items, unlimited")
     p.add_argument("folder", help="submission folder, or baseline:NAME for a trusted baseline")
     p.add_argument("--board", required=True, help=BOARD_HELP)
+    p.add_argument("--allow-weak-sandbox", action="store_true",
+                   help="run even where the sandbox cannot set up its OS boundary (weaker)")
     _ray_options(p)
     p = verb("submit", _cmd_submit, "official submission: hidden test items, gate, points, ledger")
     p.add_argument("folder")
     p.add_argument("--board", required=True, help=BOARD_HELP)
     p.add_argument("--round", type=int, default=1)
     p.add_argument("--rule", default="frozen_bar", choices=("frozen_bar", "post"), help="points rule")
+    p.add_argument("--allow-weak-sandbox", action="store_true",
+                   help="run even where the sandbox cannot set up its OS boundary (weaker; the entry records it)")
     p = verb("baselines", _cmd_baselines, "score the baselines on the hidden test items and record them")
     p.add_argument("--board", help=BOARD_HELP + " (default: every board)")
     p.add_argument("--round", type=int, default=1)
@@ -265,6 +299,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--candidates", type=float, nargs="+", help="budgets (fractions kept) to try")
     p.add_argument("--dry-run", action="store_true", help="measure and print, write nothing")
     p.add_argument("--force", action="store_true", help="calibrate a profile with absolute limits too")
+    p = verb("verify", _cmd_verify, "verify the ledger's chain and signatures, against a published head "
+                                    "(truncation, a re-signed or rewritten ledger); exit 1 when it does not verify")
+    p.add_argument("--head", help="a published head (ledger_head.json, written by `leaderboard --out`)")
+    p.add_argument("--public-key", help="a file with the organiser's published public key (64 hex characters)")
     p = verb("reveal", _cmd_reveal, "check a round's commitment against the secret and show its test seeds")
     p.add_argument("--round", type=int, default=1)
     from .arena_judge import add_judge_verb

@@ -6,8 +6,11 @@
         --api-base https://api.openai.com/v1 --llm-model gpt-4o-mini --llm-model claude=claude-3-5-haiku
     cachecraft arena judge my_method/ --board A --record              # a review event in the ledger
 
-The dev report is read from ``--dev-report``, else ``DIR/dev_report.json``, else the arena's
-``<root>/dev/<board>/<name>-dev_report.json`` (what ``--run-dev`` writes). Bad input (no folder, no key, an
+The dev report is the arena's own measurement: ``--run-dev`` writes it into ``<root>/dev/<board>/<name>-dev_report.json``
+and later reviews read it from there (or from ``--dev-report``, a file outside the submission folder); a
+``dev_report.json`` shipped inside the submission folder is never read. The rule judge runs the method on
+real layers of the board's model it draws itself, beside its synthetic probes (``--probes-only`` skips
+them). Nothing under the arena's ``private/`` folder is read. Bad input (no folder, no key, an
 unreachable endpoint, a malformed answer) is one line on stderr and exit status 2; nothing is recorded then.
 """
 
@@ -34,7 +37,10 @@ def add_judge_verb(verb: Callable[[str, Callable, str], argparse.ArgumentParser]
     p.add_argument("--llm-model", action="append", default=[], metavar="[FAMILY=]MODEL",
                    help="a judge model; give two of different families (FAMILY= when the name does not show it); "
                         "the key comes from CACHECRAFT_JUDGE_API_KEY or OPENAI_API_KEY")
-    p.add_argument("--dev-report", help="dev report JSON (default: DIR/dev_report.json or the arena's dev folder)")
+    p.add_argument("--dev-report", help="dev report JSON outside the submission folder (default: the one --run-dev "
+                                        "wrote into the arena's dev folder)")
+    p.add_argument("--probes-only", action="store_true", help="rule judge: run the method on the synthetic probes "
+                                                              "only, not on real layers of the board's model")
     p.add_argument("--run-dev", action="store_true", help="run the submission on the dev items first and write the "
                                                           "dev report into the arena's dev folder")
     p.add_argument("--earlier", nargs="*", default=[], help="folders of earlier entries to compare with (the "
@@ -96,14 +102,18 @@ def _judge(args: argparse.Namespace) -> int:
         sub = load_submission(folder)
         save_dev_report(arena.dev(board, submission_contender(sub)), sub.name, stored, arena.boards[board].label)
     report = args.dev_report
-    if report is None and not (folder / "dev_report.json").is_file() and stored.is_file():
-        report = stored  # the one --run-dev wrote earlier
+    if report is None and stored.is_file():
+        report = stored  # the one --run-dev wrote earlier (never the submission's own dev_report.json)
     events = arena.ledger.events()
-    bundle = load_bundle(folder, report, tuple(args.earlier), events)
+    bundle = load_bundle(folder, report, tuple(args.earlier), events, arena_root=arena.root)
     if bundle.dev_report and bundle.dev_report.get("board") not in (None, board):
         raise BundleError(f"the dev report is for board {bundle.dev_report['board']}, not {board}; pass --run-dev "
                           "or the right --dev-report")
     options = {"models": args.llm_model, "api_base": args.api_base} if args.judge == "openai" else {}
+    if args.judge == "rules" and not args.probes_only:
+        from ..arena.judges.layers import arena_layers
+
+        options["layers"] = arena_layers(arena, board)
     result = review(bundle, args.judge, **options)
     if args.json:
         print(json.dumps(result.as_dict(), indent=1, default=str))

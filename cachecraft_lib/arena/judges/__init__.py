@@ -1,10 +1,11 @@
 """The arena's judges: ``review(bundle)`` -> novelty 0-5, effectiveness 0-5, soundness 0-3, the post's flags.
 
-Two judges read the same ``Bundle`` (a submission's code, DESCRIPTION.md, metadata, dev report and the earlier
-entries; never the test items):
+Two judges read the same ``Bundle`` (a submission's code, DESCRIPTION.md, metadata, the arena's own dev report and
+the earlier entries; never the test items, nothing of the arena's ``private/``):
 
 - ``rules`` (``rules.review_rules``): offline, no network; code similarity (``similarity``, ``references``) and
-  behaviour on probe layers (``behaviour``, ``forms``), DESCRIPTION sections and claimed numbers against the dev
+  behaviour on probe layers and on real board layers the judge draws (``behaviour``, ``forms``, ``layers``; a
+  method failing on them is flagged ``CRASHED_ON_JUDGE_INPUTS``), DESCRIPTION sections and claimed numbers against the dev
   report (``claims``), effectiveness from the dev report;
 - ``openai`` (``llm.LLMJudge``): any OpenAI-compatible endpoint, two model families, a third call breaking ties.
 
@@ -21,11 +22,12 @@ __all__ = ["FLAGS", "Bundle", "BundleError", "Review", "ReviewError", "load_bund
 
 
 def review(bundle: Bundle, judge: str = "rules", **options) -> Review:
-    """Review ``bundle`` with the rule judge (``judge="rules"``) or an LLM judge (``"openai"``, see ``llm``)."""
+    """Review ``bundle`` with the rule judge (``judge="rules"``; ``layers=``: real board layers from
+    ``layers.arena_layers``) or an LLM judge (``"openai"``, see ``llm``)."""
     if judge == "rules":
-        return review_rules(bundle)
+        return review_rules(bundle, layers=options.get("layers"))
     if judge == "openai":
         from .llm import LLMJudge
 
-        return LLMJudge(**options).review(bundle)
+        return LLMJudge(**{k: v for k, v in options.items() if k != "layers"}).review(bundle)
     raise ValueError(f"unknown judge {judge!r}; judges: rules, openai")

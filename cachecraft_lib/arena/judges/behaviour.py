@@ -7,12 +7,20 @@ and the window's queries after RoPE, random but fixed) at two budgets, the share
 common with each baseline's numpy form (``forms``). ``overlap >= SAME`` is the same method whatever its
 code; below ``DIFFERENT`` it is another method whatever its tokens.
 
+Synthetic probes alone can be evaded (a method can recognise their fixed shapes), so the judge also runs the
+method and every form on real board layers it draws itself (``layers.board_layers``: the board's model on
+fresh contexts, as a board's test items are drawn); the overlap that counts is the larger of the two.
+
 The method runs in the arena's sandbox (``sandbox.MethodSandbox``: its own process, CPU and memory limits,
-no files or network), as ``arena dev`` runs it; its answers are validated there. A method the sandbox
-refuses is not measured (the note says why). Decode-only methods (board C) have no prefill hook to probe.
+no files or network), as ``arena dev`` runs it; its answers are validated there. A method that fails on the
+judge's inputs (a crash, a timeout, an invalid answer) is itself suspicious: ``Behaviour.failed`` says so and
+the rule judge flags it (``CRASHED_ON_JUDGE_INPUTS``); one the checks refuse before running (no hook, bad
+code) is only noted. Decode-only methods (board C) have no prefill hook to probe.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -62,8 +70,9 @@ def _as_submission(bundle: Bundle) -> Submission:
     except SubmissionError as err:
         if err.kind not in ("bad_description", "bad_metadata"):
             raise
-    return Submission(bundle.folder, bundle.name, bundle.author, ("A",), bundle.code_sha256,
-                      check_method(bundle.code.encode("utf-8")))
+    code = bundle.code.encode("utf-8")
+    return Submission(bundle.folder, bundle.name, bundle.author, ("A",), bundle.code_sha256, check_method(code),
+                      code=code)
 
 
 def _submission_kept(bundle: Bundle, layers: list[Layer], limits: Limits) -> list[list[set[int]]]:
@@ -83,17 +92,48 @@ def _submission_kept(bundle: Bundle, layers: list[Layer], limits: Limits) -> lis
     return out
 
 
-def behaviour(bundle: Bundle, limits: Limits | None = None) -> tuple[dict[str, float], str]:
+@dataclass(frozen=True)
+class Behaviour:
+    """What the submission keeps beside each form: ``overlap`` (the larger of probes and real layers),
+    per set of layers, and ``failed`` (why it failed on the judge's inputs, None when it did not)."""
+
+    overlap: dict[str, float] = field(default_factory=dict)
+    by_layers: dict[str, dict[str, float]] = field(default_factory=dict)
+    failed: str | None = None
+    note: str = ""
+
+
+def _overlaps(mine: list[list[set[int]]], layers: list[Layer]) -> dict[str, float]:
+    return {name: round(overlap(mine, [kept(form(layer), layer.budget, layer.keys.shape[0]) for layer in layers]), 4)
+            for name, form in FORMS.items()}
+
+
+REFUSED_BEFORE_RUNNING = ("bad_method", "bad_import", "file_access", "network", "missing_file")
+
+
+def measure(bundle: Bundle, real: list[Layer] | None = None, limits: Limits | None = None) -> Behaviour:
+    """The submission on the synthetic probes and, when given, on ``real`` board layers (``layers``)."""
+    limits = limits or Limits(timeout_s=10.0, memory_mb=512, load_s=30.0)
+    sets = {"probe": probe_layers(), **({"real": real} if real else {})}
+    by: dict[str, dict[str, float]] = {}
+    for label, layers in sets.items():
+        try:
+            by[label] = _overlaps(_submission_kept(bundle, layers, limits), layers)
+        except SubmissionError as err:
+            if err.kind in REFUSED_BEFORE_RUNNING and not by:
+                return Behaviour(note=f"behaviour not measured ({err})")
+            return Behaviour(by_layers=by, failed=f"{label} layers: {str(err)[:300]}",
+                             note=f"the method failed on the judge's {label} layers ({str(err)[:300]})")
+    combined = {name: max(v[name] for v in by.values()) for name in FORMS}
+    best = max(combined, key=combined.get)
+    where = " and ".join(f"{len(sets[k])} {k}" for k in sets)
+    per = "; ".join(f"{k} {v[best]:.2f}" for k, v in by.items())
+    return Behaviour(combined, by, None, f"behaviour on {where} layers: keeps {combined[best]:.2f} of what the {best} "
+                                         f"form keeps ({per}; same method from {SAME})")
+
+
+def behaviour(bundle: Bundle, limits: Limits | None = None, real: list[Layer] | None = None
+              ) -> tuple[dict[str, float], str]:
     """(form name -> overlap with the submission, note); empty with the reason when it cannot be measured."""
-    layers = probe_layers()
-    try:
-        mine = _submission_kept(bundle, layers, limits or Limits(timeout_s=10.0, memory_mb=512, load_s=30.0))
-    except SubmissionError as err:
-        return {}, f"behaviour not measured ({err})"
-    out = {}
-    for name, form in FORMS.items():
-        theirs = [kept(form(layer), layer.budget, layer.keys.shape[0]) for layer in layers]
-        out[name] = round(overlap(mine, theirs), 4)
-    best = max(out, key=out.get)
-    return out, (f"behaviour on {len(layers)} probe layers: keeps {out[best]:.2f} of what the {best} form keeps "
-                 f"(same method from {SAME})")
+    result = measure(bundle, real, limits)
+    return result.overlap, result.note

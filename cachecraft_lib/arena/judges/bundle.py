@@ -1,8 +1,12 @@
 """What a judge reads: a submission's files, its dev report and the earlier entries; never the test items.
 
 A ``Bundle`` holds ``method.py``, ``DESCRIPTION.md`` and ``metadata.yaml`` as text (read, never run), the dev
-report as JSON (``dev_report_json`` turns ``Arena.dev``'s result into it; ``cachecraft arena judge --run-dev``
-writes it beside the submission as ``dev_report.json``), and the earlier entries: the shipped submissions
+report as JSON, and the earlier entries. The dev report is always the arena's own measurement
+(``dev_report_json`` turns ``Arena.dev``'s result into it; ``cachecraft arena judge --run-dev`` writes it into
+the arena's dev folder): a ``dev_report.json`` shipped inside the submission folder is ignored (its author
+could write any number into it), and a report path inside the submission folder is refused. Every file read
+must lie inside its folder (a symbolic link out of it is refused) and outside the arena's ``private/``
+folder (``arena_root``). The earlier entries: the shipped submissions
 (``arena/submissions/*``), folders passed in, and the ledger's submission events (name, author, code hash),
 matched to their code by hash where a folder has it; the submission itself (its folder, or its name and
 author in the ledger) is never its own earlier entry. Nothing under the arena's ``private/`` folder (per-item
@@ -84,56 +88,84 @@ class Bundle:
                                      "DESCRIPTION.md": e.description} for e in self.earlier]}
 
 
-def _read(folder: Path, name: str) -> str:
+def _inside(path: Path, folder: Path) -> bool:
+    return path.resolve().is_relative_to(folder.resolve())
+
+
+def _in_some_arena_private(path: Path) -> bool:
+    """``path`` lies under a ``private`` folder beside an arena ledger (any arena's, not only the one given)."""
+    return any(p.name == "private" and ((p.parent / "ledger.jsonl").exists() or (p.parent / "ledger.pub").exists())
+               for p in path.resolve().parents)
+
+
+def _allowed(path: Path, folder: Path, private: Path | None) -> bool:
+    """``path`` resolves inside ``folder`` and outside the arena's private folder."""
+    return _inside(path, folder) and (private is None or not _inside(path, private)) \
+        and not _in_some_arena_private(path)
+
+
+def _read(folder: Path, name: str, private: Path | None = None, binary: bool = False) -> Any:
     path = folder / name
     if not path.is_file():
         raise BundleError(f"{folder} has no {name}: a submission folder holds {METHOD_FILE}, {DESCRIPTION_FILE} "
                           f"and {METADATA_FILE} (see cachecraft_lib/arena/submissions/frc/)")
-    return path.read_text(encoding="utf-8")
+    if not _allowed(path, folder, private):
+        raise BundleError(f"{path} points outside its folder or into the arena's private folder; a submission's "
+                          "files are plain files inside it")
+    return path.read_bytes() if binary else path.read_text(encoding="utf-8")
 
 
 def load_bundle(folder: str | Path, dev_report: str | Path | dict | None = None,
                 earlier: tuple[str | Path, ...] | list = (), events: list[dict] | None = None,
-                shipped: bool = True) -> Bundle:
+                shipped: bool = True, arena_root: str | Path | None = None) -> Bundle:
     """The bundle of the submission in ``folder``.
 
-    ``dev_report``: a dict, a JSON file, or None for ``<folder>/dev_report.json`` when present. ``earlier``:
-    folders of earlier entries; ``events``: the ledger's events (their submissions join the earlier entries);
-    ``shipped``: include ``arena/submissions/*``. The submission itself is never its own earlier entry.
+    ``dev_report``: the arena's measurement, a dict or a JSON file outside ``folder`` (None: no report; a
+    ``dev_report.json`` inside ``folder`` is never read). ``earlier``: folders of earlier entries; ``events``:
+    the ledger's events (their submissions join the earlier entries); ``shipped``: include
+    ``arena/submissions/*``; ``arena_root``: nothing under its ``private/`` is read. The submission itself is
+    never its own earlier entry.
     """
     folder = Path(folder)
     if not folder.is_dir():
         raise BundleError(f"{folder} is not a folder; pass a submission folder")
-    code, description = _read(folder, METHOD_FILE), _read(folder, DESCRIPTION_FILE)
+    private = Path(arena_root) / "private" if arena_root is not None else None
+    if private is not None and _inside(folder, private):
+        raise BundleError(f"{folder} lies in the arena's private folder; a judge never reads it")
+    raw = _read(folder, METHOD_FILE, private, binary=True)  # read once: the code judged is the code hashed
+    code, description = raw.decode("utf-8", errors="replace"), _read(folder, DESCRIPTION_FILE, private)
     try:
-        metadata = yaml.safe_load(_read(folder, METADATA_FILE)) or {}
+        metadata = yaml.safe_load(_read(folder, METADATA_FILE, private)) or {}
     except yaml.YAMLError as err:
         raise BundleError(f"{folder / METADATA_FILE} is not valid YAML ({err})") from None
     if not isinstance(metadata, dict):
         metadata = {"invalid": str(metadata)}
-    report = _dev_report(folder, dev_report)
+    report = _dev_report(folder, dev_report, private)
     own = (str(metadata.get("name") or folder.name), str(metadata.get("author") or "unknown"))
     return Bundle(folder.resolve(), code, description, metadata, report,
-                  _earlier(folder.resolve(), own, list(earlier), events or [], shipped),
-                  hashlib.sha256((folder / METHOD_FILE).read_bytes()).hexdigest())
+                  _earlier(folder.resolve(), own, list(earlier), events or [], shipped, private),
+                  hashlib.sha256(raw).hexdigest())
 
 
-def _dev_report(folder: Path, given: str | Path | dict | None) -> dict | None:
-    if isinstance(given, dict):
-        return given
-    path = Path(given) if given is not None else folder / DEV_REPORT_FILE
+def _dev_report(folder: Path, given: str | Path | dict | None, private: Path | None) -> dict | None:
+    if given is None or isinstance(given, dict):
+        return given  # None: a dev_report.json the submission ships is never read
+    path = Path(given)
+    if _inside(path, folder) or (private is not None and _inside(path, private)) or _in_some_arena_private(path):
+        raise BundleError(f"dev report {path} lies inside the submission folder (or the arena's private folder): "
+                          "a judge reads only the arena's own measurement (`cachecraft arena judge --run-dev`)")
     if not path.is_file():
-        if given is not None:
-            raise BundleError(f"dev report {path} not found; run `cachecraft arena judge {folder} --board BOARD "
-                              "--run-dev` to write one")
-        return None
+        raise BundleError(f"dev report {path} not found; run `cachecraft arena judge {folder} --board BOARD "
+                          "--run-dev` to write one")
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as err:
         raise BundleError(f"dev report {path} is not valid JSON ({err}); write it again with --run-dev") from None
 
 
-def _entry_from(folder: Path) -> Entry | None:
+def _entry_from(folder: Path, private: Path | None = None) -> Entry | None:
+    if not all(_allowed(folder / n, folder, private) for n in (METHOD_FILE, METADATA_FILE, DESCRIPTION_FILE)):
+        return None  # a link out of its folder, or an entry inside the arena's private folder: never read
     try:
         code = (folder / METHOD_FILE).read_text(encoding="utf-8")
         meta = yaml.safe_load((folder / METADATA_FILE).read_text(encoding="utf-8")) or {}
@@ -146,13 +178,13 @@ def _entry_from(folder: Path) -> Entry | None:
 
 
 def _earlier(own_folder: Path, own: tuple[str, str], folders: list, events: list[dict],
-             shipped: bool) -> tuple[Entry, ...]:
+             shipped: bool, private: Path | None = None) -> tuple[Entry, ...]:
     """Earlier entries: other folders (the same code in another folder is another entry: a copy to catch), and
     the ledger's submissions other than this one (same name and author), matched to a folder's code by hash."""
     candidates = [Path(f) for f in folders]
     if shipped and SHIPPED.is_dir():
         candidates += sorted(p for p in SHIPPED.iterdir() if p.is_dir())
-    found = [e for e in (_entry_from(p) for p in candidates if p.resolve() != own_folder) if e is not None]
+    found = [e for e in (_entry_from(p, private) for p in candidates if p.resolve() != own_folder) if e is not None]
     out = {(e.name, e.author): e for e in found if (e.name, e.author) != own}
     by_sha = {e.code_sha256: e for e in found}
     for event in events:

@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from ..submission import ALLOWED_IMPORTS, REQUIRED_SECTIONS
-from .review import FLAGS, RANGES
+from .review import POST_FLAGS, RANGES
 
 SYSTEM = f"""You are a judge of the CacheCraft arena, where KV-cache eviction methods compete on fixed boards.
 A submission is a Python class `Method` (method.py) that scores the tokens of each attention layer's cache or
@@ -48,7 +48,7 @@ SCHEMA: dict[str, Any] = {
     "required": ["novelty", "effectiveness", "soundness", "flags", "prior_work", "notes"],
     "properties": {
         **{name: {"type": "integer", "minimum": low, "maximum": high} for name, (low, high) in RANGES.items()},
-        "flags": {"type": "array", "items": {"type": "string", "enum": list(FLAGS)}},
+        "flags": {"type": "array", "items": {"type": "string", "enum": list(POST_FLAGS)}},
         "prior_work": {"type": "array", "items": {"type": "string"}},
         "notes": {"type": "string"},
     },

@@ -10,7 +10,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-FLAGS = ("MISSTATED_METHOD", "UNDISCLOSED_PRIOR_ART", "FABRICATED_EVIDENCE", "RULE_VIOLATION", "MISSING_ATTRIBUTION")
+POST_FLAGS = ("MISSTATED_METHOD", "UNDISCLOSED_PRIOR_ART", "FABRICATED_EVIDENCE", "RULE_VIOLATION",
+              "MISSING_ATTRIBUTION")
+# raised by the rule judge only (it runs the method): failing on the judge's inputs is itself suspicious
+RUN_FLAGS = ("CRASHED_ON_JUDGE_INPUTS",)
+FLAGS = POST_FLAGS + RUN_FLAGS
 RANGES = {"novelty": (0, 5), "effectiveness": (0, 5), "soundness": (0, 3)}
 
 

@@ -6,10 +6,14 @@
   has fewer than ``SHORT`` tokens: in a one-liner a few shared tokens move the ratio), or a padded copy (the
   reference's tokens ``covered`` at least ``COPY_COVERED``), is a copy: novelty 0; at least ``CLOSE``: 1;
   otherwise 2. Distance from known code shows the code is not a copy, not that its idea is new.
-  Behaviour (``behaviour``: the method run in the sandbox on seeded probe layers) settles what tokens cannot:
-  keeping at least ``SAME`` of what a baseline's form keeps is a copy whatever the code (a rewrite with other
-  operations), keeping less than ``DIFFERENT`` of what the form of the method its tokens resemble keeps is not
-  a copy (a sign flip reads like K-norm and is its opposite).
+  Behaviour (``behaviour``: the method run in the sandbox on seeded probe layers and on real board layers the
+  judge draws, ``layers``) settles what tokens cannot: keeping at least ``SAME`` of what a baseline's form
+  keeps, on either set of layers, is a copy whatever the code (a rewrite with other operations, or one that
+  behaves otherwise only on the probes); keeping less than ``DIFFERENT`` on both of what the form of the method
+  its tokens resemble keeps is not a copy (a sign flip reads like K-norm and is its opposite).
+- **CRASHED_ON_JUDGE_INPUTS**: the method fails (crash, timeout, memory, an invalid answer) on the judge's probe
+  or real layers, where a board's layers would not make it fail: hiding its behaviour from the judge is not
+  allowed, and a method that is merely fragile would fail on a board too.
 - **Flags for a copy**: a copy of a published method (a baseline) that the DESCRIPTION does not name raises
   ``UNDISCLOSED_PRIOR_ART``, not ``MISSTATED_METHOD``. Why: what the rule judge establishes is that the code
   *is* a published method (identity of code with a known source) and that the description never names that
@@ -40,7 +44,7 @@ from dataclasses import dataclass
 from .. import submission
 from ..submission import SubmissionError, check_metadata
 from . import forms
-from .behaviour import DIFFERENT, SAME, behaviour
+from .behaviour import DIFFERENT, SAME, measure
 from .bundle import Bundle
 from .claims import check_claims, missing_sections, sections
 from .references import Reference, entry_reference, known_code
@@ -111,7 +115,8 @@ def _what(ref: Reference) -> str:
     return f"{ref.name} ({ref.method}{', ' + ref.author if ref.kind != 'entry' else ' by ' + ref.author})"
 
 
-def _novelty(bundle: Bundle, notes: list[str], flags: list[str], details: dict, probe: bool) -> int:
+def _novelty(bundle: Bundle, notes: list[str], flags: list[str], details: dict, probe: bool,
+             layers: list | None = None) -> int:
     try:
         others, own = closest(bundle)
     except SyntaxError as err:
@@ -124,9 +129,13 @@ def _novelty(bundle: Bundle, notes: list[str], flags: list[str], details: dict, 
                      f"(similarity {own[0].similarity:.2f})")
     acts: dict[str, float] = {}
     if probe:
-        acts, note = behaviour(bundle)
+        measured = measure(bundle, layers)
+        acts = measured.overlap
         details["behaviour"] = acts
-        notes.append(note)
+        details["behaviour_by_layers"] = measured.by_layers
+        notes.append(measured.note)
+        if measured.failed:
+            flags.append("CRASHED_ON_JUDGE_INPUTS")
     ref = _copied(bundle, others, acts, notes)
     if ref is not None:
         disclosed = ref.disclosed_in(bundle.description)
@@ -225,14 +234,15 @@ def _effectiveness(bundle: Bundle, notes: list[str]) -> int:
     return value
 
 
-def review_rules(bundle: Bundle, probe: bool = True) -> Review:
+def review_rules(bundle: Bundle, probe: bool = True, layers: list | None = None) -> Review:
     """The rule judge's review of ``bundle`` (see the module doc for every rule); ``probe=False`` skips running
-    the method on probe layers (``behaviour``), leaving code similarity alone to find copies."""
+    the method (``behaviour``), leaving code similarity alone to find copies; ``layers``: real board layers
+    (``layers.board_layers`` / ``arena_layers``) beside the synthetic probes."""
     notes: list[str] = []
     flags: list[str] = []
     details: dict = {}
     _rule_violations(bundle, notes, flags)
-    novelty = _novelty(bundle, notes, flags, details, probe)
+    novelty = _novelty(bundle, notes, flags, details, probe, layers)
     soundness = _soundness(bundle, notes, flags, details)
     effectiveness = _effectiveness(bundle, notes)
     notes.append(NOT_ASSESSED)
