@@ -49,7 +49,9 @@ def run_step(step: str, work: Path) -> int:
         record = module.run(work, scale())
     except Exception as err:  # the record says why; the shell script goes on to the next step
         traceback.print_exc()
-        record = {"verdict": f"fail: {type(err).__name__}: {str(err)[:300]}", "headline": ""}
+        lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+        last = lines[-1] if lines else ""  # a subprocess's traceback ends with its error
+        record = {"verdict": f"fail: {type(err).__name__}: {last[:300]}", "headline": ""}
     record["seconds"] = round(time.time() - start, 1)
     write_record(work, step, record)
     print(f"{step}: {record['verdict']} {record.get('headline', '')}", flush=True)

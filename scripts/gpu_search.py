@@ -19,7 +19,7 @@ def run(work: Path, scale: str) -> dict:
     device, dtype = ("cuda", "bfloat16") if scale == "gpu" else ("cpu", "float32")
     out = work / "search"
     start = time.time()
-    small = {} if scale == "gpu" else {"tasks": ("niah_single_1", "vt"), "lengths": (512,)}  # CPU: the code path
+    small = {} if scale == "gpu" else {"tasks": ("niah_single_1",), "lengths": (512,)}  # CPU: the code path
     evolve("v5", ITERATIONS, out, get_profile("smoke", device=device, dtype=dtype, **small), mutator="offline",
            resume=False)
     entries = health.read(out)
