@@ -135,16 +135,16 @@ def run_notebook(notebook: str | Path, profile: str = "smoke", out_dir: str | Pa
     The executed copy goes to ``out_dir`` (default ``runs/notebooks/<profile>/``, ignored by git).
     Figures go to ``figures`` (default: ``figures/`` for ``cpu``, ``runs/<profile>/figures`` otherwise).
     The kernel starts with ``KERNEL_ENV`` (a fixed string hash), so a notebook's results do not depend on
-    the caller's shell. ``progress`` (True: stdout, a stream, or a ``Progress``): each cell as it starts (k of n, elapsed),
-    the kernel's progress bars and log lines, and a line at least every minute (``notebook_progress``).
-    Raises ``NotebookFailed`` naming the cell on error.
+    the caller's shell. ``progress`` (True: to stdout; or a stream, or a ``Progress``): each cell as it starts
+    (k of n, elapsed), the kernel's progress bars and log lines, and a line at least every minute
+    (``notebook_progress``). Raises ``NotebookFailed`` naming the cell on error.
     """
     import time
 
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
 
-    from .notebook_progress import ENGINE, Progress
+    from .notebook_progress import ENGINE
 
     notebook = Path(notebook)
     out = Path(out_dir) if out_dir else RUNS / "notebooks" / profile
@@ -152,8 +152,7 @@ def run_notebook(notebook: str | Path, profile: str = "smoke", out_dir: str | Pa
     executed = out / notebook.name
     fig_dir = Path(figures) if figures else default_figures_dir(profile)
     params = {"PROFILE": profile, **(parameters or {})}
-    reporter = None if progress is False or progress is None else progress if isinstance(progress, Progress) \
-        else Progress(notebook.stem, None if progress is True else progress)
+    reporter = _reporter(progress, notebook.stem)
     start = time.time()
     warnings = ",".join(w for w in (os.environ.get("PYTHONWARNINGS"), KERNEL_WARNINGS) if w)
     with kernel_env(CACHECRAFT_FIGURES_DIR=str(fig_dir), PYTHONWARNINGS=warnings, **KERNEL_ENV):
@@ -164,6 +163,14 @@ def run_notebook(notebook: str | Path, profile: str = "smoke", out_dir: str | Pa
         except PapermillExecutionError as err:
             raise NotebookFailed(notebook, err.cell_index, f"{err.ename}: {err.evalue}", executed) from None
     return NotebookRun(notebook, executed, time.time() - start, read_records(executed))
+
+
+def _reporter(progress: Any, name: str) -> Progress | None:
+    from .notebook_progress import Progress
+
+    if progress is False or progress is None:
+        return None
+    return progress if isinstance(progress, Progress) else Progress(name, None if progress is True else progress)
 
 
 @contextmanager
