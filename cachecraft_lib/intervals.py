@@ -278,10 +278,10 @@ def over_rows(frame: pd.DataFrame, statistic, resamples: int = RESAMPLES, seed: 
               level: float = LEVEL, key: str = "rows") -> Interval:
     """A statistic of a whole table (e.g. a rank correlation over programs) with a percentile bootstrap interval,
     resampling its rows with replacement (the same seeded draw, ``stratum_rng``); resamples where the statistic is
-    undefined (NaN) are left out, and with fewer than 3 rows there is no interval."""
+    undefined (NaN) are left out; with fewer than 3 rows, or no statistic on the whole table, there is no interval."""
     n = len(frame)
     point = float(statistic(frame)) if n else math.nan
-    if n < 3:
+    if n < 3 or math.isnan(point):
         return Interval(point, math.nan, math.nan, n)
     rng = stratum_rng(seed, (key,), n)
     values = np.array([statistic(frame.iloc[rng.integers(0, n, n)]) for _ in range(resamples)], dtype=float)

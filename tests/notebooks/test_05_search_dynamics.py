@@ -48,3 +48,6 @@ def test_notebook_05_regenerates_identical_logs_and_tables(tmp_path, monkeypatch
                               "invalid: invariant"]
     assert a["frc_share_first"] == pytest.approx(0.908909, rel=1e-5) and a["frc_share_last"] == pytest.approx(1.0)
     assert a["spearman"] == "nan" and a["seed_spearman"] == ["nan"]  # too few valid scorers for a rank correlation
+    assert a["spearman_ci"] == ["nan", "nan"]  # and so no interval over programs
+    assert len(a["programs"]) == 3 and 0 < a["programs"][0] <= a["valid"] and a["programs"][2] <= a["programs"][0]
+    assert (tmp_path / "a" / "f" / "samples" / "05_search_dynamics.csv.gz").exists()
