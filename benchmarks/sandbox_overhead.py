@@ -63,22 +63,25 @@ def layer_inputs(model, length: int, seed: int = 0) -> tuple[dict[str, np.ndarra
     return arrays, {"budget": length // 4, "layer": 0, "n_layers": cfg.num_hidden_layers, "compression_ratio": 0.75}
 
 
-def start_and_call(sub, arrays, scalars, repeats: int) -> tuple[list[float], list[float], np.ndarray, str]:
-    starts, calls = [], []
+def start_and_call(sub, arrays, scalars, repeats: int) -> dict:
+    """Starts and calls, the two modes interleaved (a loaded machine drifts; interleaving cancels it)."""
+    out = {m: {"start": [], "call": []} for m in MODES}
     for _ in range(repeats):
-        t = time.perf_counter()
-        box = MethodSandbox(sub, Limits()).start()
-        starts.append(time.perf_counter() - t)
-        try:
-            out = box.answer(arrays, **scalars)  # warm
-            for _ in range(repeats):
+        for m in MODES:
+            with mode(m):
                 t = time.perf_counter()
-                out = box.answer(arrays, **scalars)
-                calls.append(time.perf_counter() - t)
-            name = box.boundary
-        finally:
-            box.close()
-    return starts, calls, out, name
+                box = MethodSandbox(sub, Limits()).start()
+                out[m]["start"].append(time.perf_counter() - t)
+            try:
+                answer = box.answer(arrays, **scalars)  # warm
+                for _ in range(repeats):
+                    t = time.perf_counter()
+                    answer = box.answer(arrays, **scalars)
+                    out[m]["call"].append(time.perf_counter() - t)
+                out[m]["answer"], out[m]["name"] = answer, box.boundary
+            finally:
+                box.close()
+    return out
 
 
 def evaluation(arena: Arena, board, items, sub) -> tuple[float, object]:
@@ -105,23 +108,23 @@ def main() -> None:
     sub = load_submission(FRC)
     arrays, scalars = layer_inputs(model, max(board.lengths))
     arena.run(board, items.head(1), [submission_contender(sub)])  # load the model and warm every cache once
-    med, outs, rows, names = {}, {}, {}, {}
-    for m in MODES:
-        with mode(m):
-            starts, calls, outs[m], names[m] = start_and_call(sub, arrays, scalars, args.repeats)
-            evals = []
-            for _ in range(args.evaluations):
+    timed = start_and_call(sub, arrays, scalars, args.repeats)
+    evals, rows = {m: [] for m in MODES}, {}
+    for _ in range(args.evaluations):
+        for m in MODES:
+            with mode(m):
                 seconds, rows[m] = evaluation(arena, board, items, sub)
-                evals.append(seconds)
-        med[m] = {"start": statistics.median(starts), "call": statistics.median(calls),
-                  "evaluation": statistics.median(evals)}
+            evals[m].append(seconds)
+    med = {m: {"start": statistics.median(timed[m]["start"]), "call": statistics.median(timed[m]["call"]),
+               "evaluation": statistics.median(evals[m])} for m in MODES}
+    outs, names = {m: timed[m]["answer"] for m in MODES}, {m: timed[m]["name"] for m in MODES}
     same_layer = np.array_equal(outs["boundary"], outs["hook only"])
     numeric = rows["boundary"].select_dtypes("number").columns
     same_rows = rows["boundary"][numeric].equals(rows["hook only"][numeric])
     b, h = med["boundary"], med["hook only"]
     print(f"profile {args.profile}, board {args.board}: {len(items)} dev items, layer input "
           f"{arrays['keys'].shape} keys, median of {args.repeats} starts / {args.repeats ** 2} calls / "
-          f"{args.evaluations} evaluation(s)")
+          f"{args.evaluations} evaluation(s) per mode, the modes interleaved")
     print(f"boundaries: {names['boundary']!r} vs {names['hook only']!r}")
     print(f"{'':>12} {'boundary':>12} {'hook only':>12} {'ratio':>8}")
     for key, unit, scale in (("start", "ms", 1e3), ("call", "ms", 1e3), ("evaluation", "s", 1.0)):

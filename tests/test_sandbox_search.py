@@ -13,6 +13,7 @@ from sandbox_helpers import HOSTILE, filled, listener, processes_in
 
 from cachecraft_lib import frc
 from cachecraft_lib.features import FEATURES, FeatureContext
+from cachecraft_lib.sandbox import FULL
 from cachecraft_lib.sandbox.runtime import policy_api
 from cachecraft_lib.search.sandbox import CandidateFailed, Sandbox
 from cachecraft_lib.search.seeds import __path__ as seeds_path
@@ -86,6 +87,7 @@ def test_the_seeds_run_in_the_sandbox_as_in_process():
             continue
         ctxs = [context(200, 0.75, seed) for seed in range(3)]
         with Sandbox(path.read_text(), timeout_s=10.0) as box:
+            assert box.boundary == FULL
             inside = box.select_layers(ctxs)
         local = [run_policy(load_policy(path), c) for c in ctxs]
         assert all((a == b).all() for a, b in zip(inside, local, strict=True)), path.name

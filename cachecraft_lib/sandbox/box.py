@@ -38,7 +38,7 @@ class BoxLimits:
     load_s: float = 30.0
     wall_s: float = 3600.0
     allow_weak: bool = False
-    max_payload: int = 256 << 20
+    max_payload: int = 64 << 20  # bytes of one reply (an answer is a few MB at most)
 
 
 class Box:

@@ -11,6 +11,7 @@ is killed. ``clone3`` answers ENOSYS so that the C library falls back to ``clone
 from __future__ import annotations
 
 import errno
+import functools
 import tempfile
 
 DENIED = (
@@ -40,6 +41,7 @@ def missing() -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=2)
 def compile_filter(deny_exec: bool) -> bytes:
     """The BPF program of the ``start`` filter, or of the ``run`` filter with ``deny_exec``."""
     import pyseccomp as sc
