@@ -32,7 +32,8 @@ def run(work: Path, scale: str) -> dict:
               "worker_evaluations": len(workers), "worker_failures": sum(not e["ok"] for e in workers),
               "errors": sorted({e["error"][:200] for e in entries if not e["ok"]}),
               "start_methods": sorted({str(e["start_method"]) for e in workers}), "memory": peaks,
-              "worker_cuda_peak_gib": max((p["cuda_peak_gib"] or 0 for p in worker_peaks), default=None),
+              "worker_cuda_peak_gib": max((p["cuda_peak_gib"] for p in worker_peaks if p["cuda_peak_gib"] is not None),
+                                          default=None),
               "worker_rss_peak_mib": max((p["rss_peak_mib"] for p in worker_peaks), default=None)}
     problems = []
     if not workers:
