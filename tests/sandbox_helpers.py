@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import socket
 from pathlib import Path
@@ -25,8 +26,9 @@ def filled(text: str, **fill: object) -> str:
 def submission(folder: Path, source: str, returns: str = "scores") -> Submission:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "method.py").write_text(source)
-    return Submission(folder=folder, name="hostile", author="tester", boards=("A",), code_sha256="0" * 64,
-                      returns=returns)
+    code = source.encode()
+    return Submission(folder=folder, name="hostile", author="tester", boards=("A",),
+                      code_sha256=hashlib.sha256(code).hexdigest(), returns=returns, code=code)
 
 
 def method_box(folder: Path, name: str, limits: Limits | None = None, **fill: object) -> MethodSandbox:

@@ -27,6 +27,7 @@ import pandas as pd
 
 from ..paths import results_dir
 from ..profiles import get_profile
+from ..sandbox import BoundaryUnavailable, plan
 from . import score
 from .boards import Board, load_boards
 from .evaluate import BoardRunner, Contender, baseline_contender, submission_contender
@@ -195,6 +196,7 @@ class Arena:
 
         board = self.board(board_name)
         check_round_secret(self.ledger, secret, round_)
+        plan(bool(limits.get("allow_weak", False)))  # fail closed before anything runs: the organiser's setup
         author = metadata_author(folder)
         self.ledger.check_rate(author)
         try:
@@ -208,6 +210,8 @@ class Arena:
             rows = self.run(board, items, [submission_contender(sub, **limits)])
         except SubmissionError as err:
             return self._reject(board, sub.name, sub.author, err, on_test=True)
+        except BoundaryUnavailable:
+            raise  # the machine's fault, not the submission's: nothing recorded against its author
         except Exception as err:  # noqa: BLE001 - a crash is a refusal with its author, never a traceback
             return self._reject(board, sub.name, sub.author, SubmissionError("crash", f"{type(err).__name__}: {err}"),
                                 on_test=True)

@@ -133,20 +133,8 @@ def _cmd_baselines(args: argparse.Namespace) -> int:
 
 
 def _sandbox_limits(args: argparse.Namespace) -> dict:
-    """``--allow-weak-sandbox`` as the sandbox's ``Limits(allow_weak=True)`` where the sandbox knows it (a
-    sandbox without that option has no other boundary to weaken); the entry records the boundary either way."""
-    if not getattr(args, "allow_weak_sandbox", False):
-        return {}
-    from dataclasses import fields
-
-    from ..arena.sandbox import Limits
-
-    known = {f.name for f in fields(Limits)}
-    if "allow_weak" not in known:
-        print("note: this sandbox has no OS boundary to weaken; --allow-weak-sandbox changes nothing",
-              file=sys.stderr)
-        return {}
-    return {"allow_weak": True}
+    """``--allow-weak-sandbox`` as the sandbox's ``Limits(allow_weak=True)``; the entry records the boundary."""
+    return {"allow_weak": True} if getattr(args, "allow_weak_sandbox", False) else {}
 
 
 def _cmd_submit(args: argparse.Namespace) -> int:
