@@ -61,3 +61,23 @@ def test_points_say_which_rule_awarded_them():
     events = [_entry("a", 0.5), {"kind": "points", "payload": {"board": "A", "name": "a", "points": 3.0,
                                                                  "rule": "frozen_bar"}}]
     assert leaderboard.leaderboard(events).points_rule.tolist() == ["frozen_bar"]
+
+
+def test_units_loader_reads_each_entrys_own_file_by_its_ledger_id(tmp_path):
+    """The harness keeps per-unit values under ledger ids (baseline-<name>, entry-<seq>); the loader finds the
+    latest entry of a name, so an entry resubmitted under the same name is paired with its own units."""
+    from cachecraft_lib.arena.ledger import Ledger
+
+    ledger = Ledger(tmp_path / "ledger.jsonl")
+    ledger.append("baseline", {"board": "A", "name": "snapkv", "round": 1})
+    ledger.append("submission", {"board": "A", "name": "mine", "round": 1})
+    latest = ledger.append("submission", {"board": "A", "name": "mine", "round": 1})
+    folder = tmp_path / "private" / "round1" / "A"
+    folder.mkdir(parents=True)
+    frames = {"baseline-snapkv": 0.1, "entry-1": 0.2, f"entry-{latest['seq']}": 0.3}
+    for entry_id, value in frames.items():
+        pd.DataFrame({"context_id": ["c0"], "overall": [value]}).to_parquet(folder / f"{entry_id}.parquet")
+    load = leaderboard.units_loader(tmp_path)
+    assert float(load("A", "snapkv").overall.iloc[0]) == 0.1
+    assert float(load("A", "mine").overall.iloc[0]) == 0.3  # the latest entry's own file, not an earlier one's
+    assert load("A", "nobody") is None and load("B", "mine") is None

@@ -145,13 +145,23 @@ def _differences(group: pd.DataFrame, units: UnitsOf | None) -> tuple[dict[str, 
 
 
 def units_loader(root: str | Path, round_: int = 1) -> UnitsOf:
-    """Per-unit test values as the harness keeps them (``<root>/private/round<r>/<board>/<name>.parquet``);
-    an entry without a file gives None (then the board falls back to interval overlap)."""
+    """Per-unit test values as the harness keeps them: under its ledger id, ``<root>/private/round<r>/<board>/``
+    ``baseline-<name>.parquet`` or ``entry-<seq>.parquet`` for the latest entry of that name (the one the
+    leaderboard shows); an entry without a file gives None (then the board falls back to interval overlap)."""
+    from .ledger import Ledger
+
     base = Path(root) / "private" / f"round{round_}"
+    ids: dict[tuple[str, str], str] = {}
+    for event in Ledger(Path(root) / "ledger.jsonl").events():
+        data = payload(event)
+        if event.get("kind") in ("baseline", "submission") and data.get("round", 1) == round_:
+            ids[(data.get("board"), data.get("name"))] = (f"baseline-{data.get('name')}" if event["kind"] == "baseline"
+                                                          else f"entry-{event['seq']}")
 
     def load(board: str, name: str) -> pd.DataFrame | None:
-        path = base / board / f"{name}.parquet"
-        return pd.read_parquet(path) if path.is_file() else None
+        entry_id = ids.get((board, name))
+        path = base / board / f"{entry_id}.parquet"
+        return pd.read_parquet(path) if entry_id and path.is_file() else None
 
     return load
 
