@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 
 import pytest
@@ -103,6 +104,16 @@ def test_the_harness_cannot_be_signalled(tmp_path):
     finally:
         signal.signal(signal.SIGUSR1, old)
     assert err.kind == "crash" and not got and "No such process" in str(err)
+
+
+def test_host_global_kernel_settings_and_root_files_cannot_be_opened_for_writing(tmp_path):
+    """Run as root the sandbox's uid is root outside: only the read-only mounts stop these (no capabilities)."""
+    settings = ["/proc/sys/kernel/printk_ratelimit", "/proc/sys/kernel/core_pattern"]
+    before = [open(p).read() for p in settings]
+    python = os.path.relpath(os.path.realpath(sys.executable), os.path.realpath(sys.base_prefix))
+    err = refused(method_box(tmp_path, "arena_host_sysctl", python=python))
+    assert err.kind == "crash" and "every host-global target refused writing" in str(err), str(err)
+    assert [open(p).read() for p in settings] == before
 
 
 def test_no_file_is_written_outside(tmp_path):
