@@ -107,13 +107,15 @@ def test_the_harness_cannot_be_signalled(tmp_path):
 
 
 def test_host_global_kernel_settings_and_root_files_cannot_be_opened_for_writing(tmp_path):
-    """Run as root the sandbox's uid is root outside: only the read-only mounts stop these (no capabilities)."""
+    """Run as root the sandbox's uid is root outside: the read-only mounts and the seccomp filter stop these."""
     settings = ["/proc/sys/kernel/printk_ratelimit", "/proc/sys/kernel/core_pattern"]
-    before = [open(p).read() for p in settings]
+    nodes = ["/dev/null", "/dev/zero", "/dev/full"]
+    before = [open(p).read() for p in settings] + [os.stat(p)[:1] + os.stat(p)[4:6] for p in nodes]
     python = os.path.relpath(os.path.realpath(sys.executable), os.path.realpath(sys.base_prefix))
     err = refused(method_box(tmp_path, "arena_host_sysctl", python=python))
     assert err.kind == "crash" and "every host-global target refused writing" in str(err), str(err)
-    assert [open(p).read() for p in settings] == before
+    assert [open(p).read() for p in settings] + [os.stat(p)[:1] + os.stat(p)[4:6] for p in nodes] == before
+    assert os.stat("/dev/zero").st_mtime > 0  # the method would set it to 1970
 
 
 def test_no_file_is_written_outside(tmp_path):

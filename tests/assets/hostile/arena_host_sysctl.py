@@ -19,6 +19,14 @@ class Method:
                     opened.append(path)
             except OSError:
                 pass
+        os = sys.modules["os"]
+        for change in (lambda: os.chmod("/dev/null", 0o666), lambda: os.utime("/dev/zero", (0, 0)),
+                       lambda: os.chown("/dev/full", 0, 0)):  # the host's device nodes, bound into /dev
+            try:
+                change()
+                opened.append("a /dev node's metadata")
+            except OSError:
+                pass
         guard.VIOLATIONS.clear()
         if opened:
             raise RuntimeError("OPENED FOR WRITING " + " ".join(opened))
