@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 
 import pytest
@@ -105,6 +106,18 @@ def test_the_harness_cannot_be_signalled(tmp_path):
     assert err.kind == "crash" and not got and "No such process" in str(err)
 
 
+def test_host_global_kernel_settings_and_root_files_cannot_be_opened_for_writing(tmp_path):
+    """Run as root the sandbox's uid is root outside: the read-only mounts and the seccomp filter stop these."""
+    settings = ["/proc/sys/kernel/printk_ratelimit", "/proc/sys/kernel/core_pattern"]
+    nodes = ["/dev/null", "/dev/zero", "/dev/full"]
+    before = [open(p).read() for p in settings] + [os.stat(p)[:1] + os.stat(p)[4:6] for p in nodes]
+    python = os.path.relpath(os.path.realpath(sys.executable), os.path.realpath(sys.base_prefix))
+    err = refused(method_box(tmp_path, "arena_host_sysctl", python=python))
+    assert err.kind == "crash" and "every host-global target refused writing" in str(err), str(err)
+    assert [open(p).read() for p in settings] + [os.stat(p)[:1] + os.stat(p)[4:6] for p in nodes] == before
+    assert os.stat("/dev/zero").st_mtime > 0  # the method would set it to 1970
+
+
 def test_no_file_is_written_outside(tmp_path):
     marker = tmp_path / "marker"
     err = refused(method_box(tmp_path, "arena_write_marker", target=marker))
@@ -114,6 +127,28 @@ def test_no_file_is_written_outside(tmp_path):
 def test_a_daemon_does_not_outlive_the_evaluation(tmp_path):
     err = refused(method_box(tmp_path, "arena_daemon"))
     assert err.kind == "file_access" and "started processes" in str(err)
+
+
+@pytest.mark.parametrize("how", ["fork", "thread"])
+def test_a_process_or_thread_started_while_loading_is_refused(tmp_path, how):
+    box = method_box(tmp_path, "arena_task_at_load", how=how)
+    with pytest.raises(SubmissionError) as err:
+        box.start()
+    assert err.value.kind == "file_access" and "loading" in str(err.value)
+    assert "1 process(es) or thread(s)" in str(err.value) and not box.alive
+
+
+def test_cpu_used_between_calls_is_charged_to_the_next(tmp_path):
+    """A timer's handler runs after the reply (no thread, no process): its CPU counts against the next call."""
+    box = method_box(tmp_path, "arena_cpu_between_calls", Limits(timeout_s=1.0, memory_mb=256), seconds=3.0)
+    with pytest.raises(SubmissionError) as err:
+        with box:
+            names = cgroup_names(box)
+            box.call(layer_arrays(), **SCALARS)
+            time.sleep(4.0)  # the harness's own work between two layers
+            box.call(layer_arrays(), **SCALARS)
+    assert err.value.kind == "timeout" and "between calls" in str(err.value) and box.calls == 1
+    assert not processes_in(names)
 
 
 def test_a_fork_bomb_meets_the_process_cap(tmp_path):
@@ -144,6 +179,30 @@ def test_sleeping_just_under_the_call_backstop_meets_the_evaluation_limit(tmp_pa
     box = method_box(tmp_path, "arena_sleep_under_limit", Limits(timeout_s=1.0, wall_s=3.0), seconds=0.8)
     err = refused(box, calls=50)
     assert err.kind == "timeout" and "wall-clock budget" in str(err) and 2 <= box.calls < 5
+
+
+def test_the_wall_budget_is_per_evaluation_not_per_context(tmp_path):
+    """The arena opens a sandbox per context; the evaluation's ``wall_s`` is shared by all of them."""
+    import pandas as pd
+
+    from cachecraft_lib.arena.evaluate import over_contexts
+    from cachecraft_lib.arena.press import sandbox_for
+
+    box = method_box(tmp_path, "arena_sleep_under_limit", seconds=0.4)
+    limits, done = Limits(timeout_s=2.0, memory_mb=256, wall_s=2.5), []
+
+    def one(group: pd.DataFrame) -> list[dict]:
+        for layer in range(2):  # 0.8 s of sleep per context, well under wall_s alone
+            sandbox_for(box.submission, limits).call(layer_arrays(), **{**SCALARS, "layer": layer})
+        done.append(group.context_id.iloc[0])
+        return []
+
+    items = pd.DataFrame({"context_id": [f"c{i}" for i in range(8)]})
+    with pytest.raises(SubmissionError) as err:
+        over_contexts(items, one, "A", progress=False)
+    assert err.value.kind == "timeout" and "wall-clock budget of 2.5 s" in str(err.value)
+    assert 1 <= len(done) <= 3
+    over_contexts(items.iloc[:1], one, "A", progress=False)  # a new evaluation starts a fresh budget
 
 
 def test_garbage_on_the_reply_pipe_is_a_protocol_refusal(tmp_path):

@@ -68,8 +68,9 @@ def over_contexts(items: pd.DataFrame, one: Callable[[pd.DataFrame], list[dict]]
     """The rows of ``one(group)`` for each context of ``items`` in order (one progress bar for both runners).
     Every submission's sandbox ends before each context: a method keeps no state from one context to the next
     (it cannot count contexts, nor tell a split by their number)."""
-    from .press import close_sandboxes
+    from .press import close_sandboxes, start_evaluation
 
+    start_evaluation()  # one wall-clock budget per submission for the whole evaluation, not per context
     rows: list[dict] = []
     groups = list(items.groupby("context_id", sort=False))
     for _, group in tqdm(groups, desc=f"board {board}: contexts", disable=not progress, leave=False):

@@ -8,7 +8,8 @@ layer's keys and values after RoPE, the last ``window`` queries after RoPE (comp
 does), the positions and the budget (``method_api``), validates the answer here and applies it. Both
 presses work in a live prefill (``with press(model)``) and under the grid's ``SharedPrefill.cache_for``.
 
-Presses of the same submission and limits share one sandboxed child (``sandbox_for``): an evaluation builds
+Presses of the same submission and limits share one sandboxed child (``sandbox_for``) and one wall-clock budget
+per evaluation (``Limits.wall_s``, over all its contexts' sandboxes; ``start_evaluation`` starts a fresh one): an evaluation builds
 a press per context and budget, and a child per press would cost more than the method. A failure raises
 ``SubmissionError`` with its kind and retires the child; ``close_sandboxes`` ends them all (also at exit).
 The runners end them before every context (``evaluate.over_contexts``): a method's state (``self``) lives for
@@ -30,11 +31,13 @@ from kvpress.utils import compute_n_kept, get_prerope_query_states
 from transformers.models.llama.modeling_llama import rotate_half
 
 from ..features import buffer_position_embeddings
+from ..sandbox import WallBudget
 from .sandbox import Limits, MethodSandbox, validate_indices, validate_scores
 from .submission import Submission
 
 WINDOW = 64
 _SANDBOXES: dict[tuple, MethodSandbox] = {}
+_BUDGETS: dict[tuple, WallBudget] = {}
 BOUNDARIES: dict[str, str] = {}
 UNREPORTED = "unreported (a sandbox without a boundary attribute: the in-process audit hook)"
 
@@ -44,9 +47,17 @@ def sandbox_for(sub: Submission, limits: Limits) -> MethodSandbox:
     key = (sub.code_sha256, sub.returns, tuple(sorted(vars(limits).items())))
     box = _SANDBOXES.get(key)
     if box is None or not box.alive:
-        box = _SANDBOXES[key] = MethodSandbox(sub, limits).start()
+        budget = _BUDGETS.setdefault(key, WallBudget(limits.wall_s))
+        box = _SANDBOXES[key] = MethodSandbox(sub, limits, budget=budget).start()
         BOUNDARIES[sub.code_sha256] = str(getattr(box, "boundary", UNREPORTED))
     return box
+
+
+def start_evaluation() -> None:
+    """End every sandbox and start fresh wall-clock budgets: each submission's ``wall_s`` counts from here,
+    over every sandbox it gets until the next call (closing sandboxes per context does not reset it)."""
+    close_sandboxes()
+    _BUDGETS.clear()
 
 
 @atexit.register

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..sandbox import Box, BoxLimits, Failure, clean_text
+from ..sandbox import Box, BoxLimits, Failure, WallBudget, clean_text
 from .method_api import SCALARS
 from .submission import Submission, SubmissionError
 
@@ -65,9 +65,10 @@ class MethodSandbox:
     submission: Submission
     limits: Limits = field(default_factory=Limits)
     calls: int = 0
+    budget: WallBudget | None = None  # the evaluation's wall budget, shared by its sandboxes (press.sandbox_for)
 
     def __post_init__(self) -> None:
-        self._box = Box(LAYER_FILES, self.limits.box())  # BoundaryUnavailable here: nothing runs
+        self._box = Box(LAYER_FILES, self.limits.box(), self.budget)  # BoundaryUnavailable here: nothing runs
 
     @property
     def boundary(self) -> str:

@@ -8,9 +8,9 @@
 """
 
 from .boundary import FULL, BoundaryUnavailable, missing_parts, plan
-from .box import Box, BoxLimits
+from .box import Box, BoxLimits, WallBudget
 from .runtime.frames import FrameError, clean_text
 from .watch import Failure
 
 __all__ = ["FULL", "Box", "BoxLimits", "BoundaryUnavailable", "Failure", "FrameError", "clean_text", "missing_parts",
-           "plan"]
+           "plan", "WallBudget"]

@@ -4,7 +4,8 @@
 sandbox's command. The full boundary (``"bwrap+seccomp+cgroup"``): Debian's ``bwrap`` puts the child in new
 user, PID, mount, network, IPC, UTS and cgroup namespaces, in a new session, as uid/gid 65534, killed with
 its parent, with a filesystem of only the interpreter, numpy and the child's own files (read-only), its own
-``/proc`` and a minimal ``/dev``, no environment but a few thread settings; ``seccomp`` filters its system
+``/proc`` mounted read-only (run as root, the sandbox's uid is root outside: a writable ``/proc`` would let it set
+host-global sysctls), no capabilities, a minimal ``/dev``, no environment but a few thread settings; ``seccomp`` filters its system
 calls; ``cgroup`` caps memory and processes of the whole sandbox. Where a part is missing, ``plan`` raises
 ``BoundaryUnavailable`` saying what is missing and how to install it, unless the caller opted in with
 ``allow_weak`` (or ``CACHECRAFT_ALLOW_WEAK_SANDBOX=1``): then the child runs with what is there, and
@@ -110,7 +111,7 @@ def _namespace_args() -> list[str]:
     return ["--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session", "--uid", "65534",
             "--gid", "65534", "--hostname", "sandbox", "--clearenv",
             *[a for k, v in CHILD_ENV.items() for a in ("--setenv", k, v)],
-            "--proc", "/proc", "--dev", "/dev", "--chdir", "/"]
+            "--cap-drop", "ALL", "--proc", "/proc", "--remount-ro", "/proc", "--dev", "/dev", "--chdir", "/"]
 
 
 def _bind_args(files: tuple[Path, ...]) -> list[str]:

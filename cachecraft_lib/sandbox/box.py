@@ -26,7 +26,17 @@ from .watch import Failure, Process
 
 STARTUP_MB = 96  # the interpreter and numpy, on top of the caller's memory cap (cgroup)
 MAX_PIDS = 16  # bubblewrap's two processes, the interpreter, and the forks the method tries
+RUNTIME_TASKS = {True: 3, False: 1}  # tasks of a loaded sandbox (bwrap or not): bwrap's two, the interpreter
 WALL_FACTOR, WALL_MIN_S = 20, 120.0  # per-request wall-clock backstop: max(WALL_MIN_S, WALL_FACTOR * cpu_s)
+
+
+@dataclass
+class WallBudget:
+    """Wall-clock seconds of one evaluation, shared by every sandbox it opens (the arena opens one per context):
+    a fresh sandbox must not mean a fresh budget."""
+
+    total_s: float
+    used_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -44,11 +54,17 @@ class BoxLimits:
 class Box:
     """A child running ``layer`` (files importable inside the sandbox) under ``limits``."""
 
-    def __init__(self, layer_files: tuple[Path, ...], limits: BoxLimits) -> None:
+    def __init__(self, layer_files: tuple[Path, ...], limits: BoxLimits, budget: WallBudget | None = None) -> None:
         self.files, self.limits = layer_files, limits
+        self.budget = budget if budget is not None else WallBudget(limits.wall_s)
         self.process: Process | None = None
-        self.wall_used, self.cpu_used, self.baseline_pids = 0.0, 0.0, 0
+        self.cpu_used, self.baseline_pids = 0.0, 0
+        self._cpu_mark: float | None = None  # the sandbox's CPU at the end of the last reply
         self.boundary = boundary_.plan(limits.allow_weak)  # BoundaryUnavailable: nothing runs
+
+    @property
+    def wall_used(self) -> float:
+        return self.budget.used_s
 
     @property
     def alive(self) -> bool:
@@ -86,9 +102,21 @@ class Box:
         run_filter = np.frombuffer(seccomp.compile_filter(deny_exec=True), np.uint8) if plan.seccomp else None
         setup = {**setup, "layer": "child", "memory_mb": self.limits.memory_mb, "seccomp": run_filter is not None}
         arrays = {"seccomp": run_filter} if run_filter is not None else {}
+        self._cpu_mark = None
         header, _, _ = self.request({"setup": setup}, arrays, text, self.limits.load_s, what="loading")
-        self.baseline_pids = cg.n_processes() if cg else 0
+        if cg is not None:
+            self._check_load_tasks(cg, RUNTIME_TASKS[plan.bwrap])
         return header
+
+    def _check_load_tasks(self, cg: CGroup, expected: int) -> None:
+        """The baseline is the runtime's own tasks: a process or thread the method left running while loading
+        (it would burn CPU between calls, where no call's limit sees it) is refused."""
+        self.baseline_pids = expected
+        extra = cg.n_processes() - expected
+        if extra > 0:
+            self.close()
+            raise Failure("process", f"loading: the method left {extra} process(es) or thread(s) running; a method "
+                                     "may not start processes or threads")
 
     def request(self, header: dict, arrays: dict[str, np.ndarray] | None = None, text: str = "",
                 cpu_s: float | None = None, what: str = "the call") -> tuple[dict, str, dict[str, np.ndarray]]:
@@ -96,21 +124,23 @@ class Box:
         if self.process is None or not self.process.alive:
             raise Failure("crash", "the sandbox is not running")
         cpu_s = self.limits.cpu_s if cpu_s is None else cpu_s
-        left = self.limits.wall_s - self.wall_used
+        left = self.budget.total_s - self.budget.used_s
         if left <= 0:
             self.close()
             raise self._spent()
         backstop = max(WALL_MIN_S, WALL_FACTOR * cpu_s)
+        cpu_s -= self._charge_gap(cpu_s, what)
         self.process.send(frames.encode(header, arrays, text.encode()))
         start, cpu0 = time.monotonic(), self.process.cpu_seconds()
         try:
             reply, body = self.process.receive(cpu_s, min(backstop, left), self.limits.max_payload,
                                                on_wall=lambda s: self._spent() if s < backstop else None)
         finally:
-            self.wall_used += time.monotonic() - start
+            self.budget.used_s += time.monotonic() - start
         cpu1 = self.process.cpu_seconds()
         if None not in (cpu0, cpu1):
             self.cpu_used += cpu1 - cpu0
+        self._cpu_mark = cpu1
         self._check_after(what)
         try:
             text_back, arrays_back = frames.decode(reply, body)
@@ -119,8 +149,19 @@ class Box:
             raise Failure("protocol", f"malformed reply from the sandbox: {err}") from None
         return reply, text_back, arrays_back
 
+    def _charge_gap(self, cpu_s: float, what: str) -> float:
+        """CPU the sandbox used since its last reply (nothing of it should run then), charged to this call."""
+        now = self.process.cpu_seconds()
+        gap = now - self._cpu_mark if None not in (now, self._cpu_mark) else 0.0
+        self.cpu_used += gap
+        if gap >= cpu_s:
+            self.close()
+            raise Failure("timeout", f"{what}: the sandbox used {gap:.2f} s of CPU between calls, more than the "
+                                     f"{cpu_s:g} s a call may use: killed")
+        return gap
+
     def _spent(self) -> Failure:
-        return Failure("timeout", f"the evaluation's wall-clock budget of {self.limits.wall_s:g} s is spent: killed")
+        return Failure("timeout", f"the evaluation's wall-clock budget of {self.budget.total_s:g} s is spent: killed")
 
     def _check_after(self, what: str) -> None:
         """Refuse a sandbox that hit its memory cap or left processes behind (cgroup only)."""

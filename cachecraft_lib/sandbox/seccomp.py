@@ -1,7 +1,7 @@
 """The sandbox's system-call filter, compiled by libseccomp (``pyseccomp``) into BPF for the kernel.
 
 Two filters: ``start`` (everything a scorer never needs: debugging other processes, reading their memory,
-namespaces, mounts, sockets, kernel modules, keyrings, BPF, ...) is given to bubblewrap, which installs it
+namespaces, mounts, sockets, kernel modules, keyrings, BPF, changing files' owners, modes and times, ...) is given to bubblewrap, which installs it
 before it starts the interpreter; ``run`` adds ``execve``/``execveat`` and is installed by the child itself
 once the interpreter runs, before any untrusted code (seccomp filters only stack up, they can never be
 removed). A denied call fails with EPERM (the method sees ``PermissionError``), an unknown architecture
@@ -24,6 +24,10 @@ DENIED = (
     "lookup_dcookie", "name_to_handle_at", "open_by_handle_at", "personality", "vhangup", "syslog",
     "io_uring_setup", "io_uring_enter", "io_uring_register", "fanotify_init", "mbind", "migrate_pages",
     "move_pages", "set_mempolicy",
+    # file metadata: /dev's nodes are the host's (root's, seen as the sandbox's own when run as root)
+    "chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "lchown", "fchownat", "utime", "utimes",
+    "utimensat", "futimesat", "setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr",
+    "fremovexattr", "mknod", "mknodat",
 )
 EXEC = ("execve", "execveat")
 # clone flags that make a new namespace (CLONE_NEWNS ... CLONE_NEWNET, CLONE_NEWTIME)
