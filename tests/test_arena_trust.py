@@ -19,8 +19,9 @@ from cachecraft_lib.arena.ledger import Ledger, RateLimited
 from cachecraft_lib.arena.submission import SubmissionError, author_key, load_submission
 
 ASSETS = Path(__file__).parent / "assets" / "arena"
-SECRET = ("0123456789abcdef" * 4).encode()  # a fixed public demonstration secret: 256 bits by the estimate
-OTHER = ("fedcba9876543210" * 4).encode()
+# fixed public test secrets, 64 hex characters of a sha256 digest (notebook 07's kind): about 240 bits estimated
+SECRET = hashlib.sha256(b"cachecraft tests: arena trust secret").hexdigest().encode()
+OTHER = hashlib.sha256(b"cachecraft tests: another secret").hexdigest().encode()
 MARKER = "LEAK-MARKER-5e1d9c"
 _FOLDERS = itertools.count()
 
