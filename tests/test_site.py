@@ -107,6 +107,35 @@ def test_a_tampered_ledger_is_not_a_clean_board(arena, tmp_path):
     assert 'id="chain-status">FAILED<' in (tmp_path / "site" / "index.html").read_text()
 
 
+def _strip_signatures(ledger: Path, rules_version: str | None = None) -> None:
+    """Signatures, ``ledger.pub`` and the head removed, a score edited, the chain recomputed (the downgrade)."""
+    from cachecraft_lib.arena.ledger import GENESIS, _digest
+
+    out, prev = [], GENESIS
+    for line in ledger.read_text().splitlines():
+        e = json.loads(line)
+        e.pop("sig")
+        e["payload"]["overall"] = 0.99 if e["kind"] == "submission" else e["payload"].get("overall")
+        e.update(prev=prev, **({"rules_version": rules_version} if rules_version else {}))
+        e["hash"] = prev = _digest(e)
+        out.append(json.dumps(e))
+    ledger.write_text("\n".join(out) + "\n")
+    Ledger(ledger).public_path.unlink()
+    Ledger(ledger).head_path.unlink()
+
+
+@pytest.mark.parametrize(("rules_version", "state", "count"), [(None, "FAILED", 0),
+                                                               ("arena-2", "NOT VERIFIED (unsigned)", 10)])
+def test_a_ledger_without_signatures_is_not_shown_verified(arena, tmp_path, rules_version, state, count):
+    ledger, folder, _ = arena
+    _strip_signatures(ledger, rules_version)
+    check = write_site(ledger, tmp_path / "site", [folder])
+    assert not check.ok and check.count == count
+    index = (tmp_path / "site" / "index.html").read_text()
+    assert f'id="chain-status">{state}<' in index and "LEDGER DOES NOT VERIFY" in index
+    assert not (tmp_path / "site" / "ledger_head.json").exists()
+
+
 def test_cli_writes_the_site_and_fails_on_tampering(arena, tmp_path, capsys):
     from cachecraft_lib.cli import main
 
