@@ -151,6 +151,9 @@ def entry_page(check: LedgerStatus, data: SiteData, row: pd.Series) -> str:
         description = "<p>A baseline shipped with the arena (cachecraft_lib/arena/baselines.py).</p>"
     elif texts and texts.description is not None:
         description = f'<div class="description">{markdown(texts.description)}</div>'
+    elif texts:
+        description = ("<p>No DESCRIPTION.md shown: absent, or refused (a symbolic link, not a plain file, over "
+                       "the size cap, or in a private folder).</p>")
     else:
         description = (f"<p>No submission folder with this code (sha256 <code>{esc(latest.get('code_sha256'))}"
                        "</code>) was given to the site generator.</p>")
