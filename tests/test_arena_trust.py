@@ -151,6 +151,8 @@ def test_the_bytes_that_run_are_the_bytes_that_were_hashed(tmp_path):
 def test_author_variants_are_one_author(tmp_path):
     variants = ["Agent1", " agent1 ", "agent\u200b1", "\uff21\uff27\uff25\uff2e\uff34\uff11", "AGENT1\ufeff"]
     assert {author_key(v) for v in variants} == {"agent1"}
+    assert {author_key(v) for v in ("\u0430gent1", "AG\u0415NT1", "\u0391GENT1")} == {"agent1"}  # look-alikes
+    assert author_key("agent2") != "agent1"
     ledger = Ledger(tmp_path / "ledger.jsonl")
     for v in variants[:4]:
         ledger.append("rejection", {"author": v, "kind": "crash"})
