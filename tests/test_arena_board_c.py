@@ -159,7 +159,7 @@ def test_generated_length_term_by_hand():
 def _small_arena(tmp_path, monkeypatch):
     from cachecraft_lib.arena.harness import Arena
 
-    monkeypatch.setenv("CACHECRAFT_ARENA_SECRET", "c0ffee42" * 2 + "0123456789abcdef" * 3)
+    monkeypatch.setenv("CACHECRAFT_ARENA_SECRET", "5d0b7e9a3c18f4e26a9d0c7b81e5f3a4e2c94a7f0d6b3815")
     arena = Arena("smoke", tmp_path / "arena", progress=False)
     arena.boards["C"] = replace(arena.boards["C"], lengths=(512,), tasks=("niah_single_1",),
                                 baselines=("streaming_llm", "full"), questions_per_context=1, budgets=(0.5,),

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import string
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -14,7 +16,8 @@ from cachecraft_lib.arena.gate import gate
 from cachecraft_lib.arena.ledger import Ledger, LedgerTampered, RateLimited
 
 SECRET, OTHER = b"a" * 32, b"b" * 32
-STRONG = "0123456789abcdef" * 4  # a fixed 64-hex demonstration secret (notebook 07's kind): 256 bits
+STRONG = hashlib.sha256(b"cachecraft tests: core rules secret").hexdigest()  # 64 hex (notebook 07's kind)
+DEMO = "909b628237c7edbf7e55da110f8e540a7098dee6e03c29b7e1e3931efc380fc1"  # notebook 07's public demo secret
 
 
 # ------------------------------------------------------------------------------------------ splits
@@ -68,7 +71,9 @@ def test_commitment_verifies_only_the_right_secret_round_and_salt():
         splits.commitment(SECRET, 1, "")
 
 
-@pytest.mark.parametrize("weak", [b"a" * 64, b"password" * 4, b"0101" * 10, b"short-secret"])
+@pytest.mark.parametrize("weak", [b"a" * 64, b"password" * 4, b"0101" * 10, b"short-secret", b"password" * 8,
+                                  b"0123456789abcdef" * 4, b"abcd" * 16, (string.ascii_letters + string.digits).encode(),
+                                  string.ascii_lowercase.encode() * 2, b"fedcba9876543210" * 4])
 def test_weak_secrets_are_refused(weak):
     with pytest.raises(splits.SecretMissing, match="guessable|shorter"):
         splits.check_secret(weak)
@@ -76,6 +81,7 @@ def test_weak_secrets_are_refused(weak):
 
 def test_generated_and_fixed_hex_secrets_pass():
     assert splits.check_secret(STRONG.encode()) == STRONG.encode()
+    assert splits.check_secret(DEMO.encode()) == DEMO.encode()
     for _ in range(50):  # new_secret: 256 bits, always above the estimate's bar
         assert splits.entropy_bits(splits.new_secret().encode()) > splits.MIN_SECRET_BITS
 

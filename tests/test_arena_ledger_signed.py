@@ -82,6 +82,37 @@ def test_a_rechained_ledger_fails_against_the_published_head_and_key(tmp_path):
     assert ledger.verify(head=published).status == "tampered"
 
 
+def _strip(ledger: Ledger, rules_version: str | None = None) -> None:
+    """A downgrade: signatures stripped, ``ledger.pub`` and the head deleted, a score edited, the chain recomputed
+    (``rules_version``: also rewrite every event's rules version)."""
+    events, prev = _lines(ledger), "0" * 64
+    for seq, e in enumerate(events):
+        e.pop("sig")
+        e.update(seq=seq, prev=prev, **({"rules_version": rules_version} if rules_version else {}))
+        e["payload"]["overall"] = 0.99 if seq == 2 else e["payload"].get("overall")
+        e["hash"] = prev = _digest(e)
+    _write(ledger, events)
+    ledger.public_path.unlink()
+    ledger.head_path.unlink()
+
+
+def test_stripped_signatures_are_a_downgrade_not_an_unsigned_ledger(tmp_path):
+    ledger = _ledger(tmp_path)
+    _strip(ledger)
+    result = Ledger(ledger.path).verify()
+    assert result.status == "tampered" and result.line == 1 and "downgrade" in result.message and not result.ok
+    with pytest.raises(LedgerTampered, match="line 1 declares rules version arena-3"):
+        Ledger(ledger.path).events()
+
+
+def test_a_ledger_from_before_signing_reads_unsigned_and_not_ok(tmp_path):
+    ledger = _ledger(tmp_path)
+    _strip(ledger, rules_version="arena-2")  # what a pre-signing ledger looks like (and a bolder forgery)
+    assert len(Ledger(ledger.path).events()) == 5
+    result = Ledger(ledger.path).verify()
+    assert result.status == "unsigned" and not result.ok
+
+
 def test_a_truncated_ledger_without_its_head_fails_against_the_published_head(tmp_path):
     ledger = _ledger(tmp_path)
     published = ledger.publish_head(tmp_path / "published")

@@ -18,7 +18,7 @@ from cachecraft_lib.arena.baselines import BASELINES, Baseline
 from cachecraft_lib.arena.harness import Arena
 
 pytestmark = pytest.mark.slow
-SECRET = b"arena-ray-test-secret-0123456789abcdefghijklmnop"
+SECRET = b"arena-ray-test-secret-4f9c2e81d7a36b05e9d18c74a2f6b3e0"  # no runs or repeats: a strong secret
 RAISES = "raises_test"
 
 

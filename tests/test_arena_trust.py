@@ -19,8 +19,9 @@ from cachecraft_lib.arena.ledger import Ledger, RateLimited
 from cachecraft_lib.arena.submission import SubmissionError, author_key, load_submission
 
 ASSETS = Path(__file__).parent / "assets" / "arena"
-SECRET = ("0123456789abcdef" * 4).encode()  # a fixed public demonstration secret: 256 bits by the estimate
-OTHER = ("fedcba9876543210" * 4).encode()
+# fixed public test secrets, 64 hex characters of a sha256 digest (notebook 07's kind): about 240 bits estimated
+SECRET = hashlib.sha256(b"cachecraft tests: arena trust secret").hexdigest().encode()
+OTHER = hashlib.sha256(b"cachecraft tests: another secret").hexdigest().encode()
 MARKER = "LEAK-MARKER-5e1d9c"
 _FOLDERS = itertools.count()
 
@@ -150,6 +151,8 @@ def test_the_bytes_that_run_are_the_bytes_that_were_hashed(tmp_path):
 def test_author_variants_are_one_author(tmp_path):
     variants = ["Agent1", " agent1 ", "agent\u200b1", "\uff21\uff27\uff25\uff2e\uff34\uff11", "AGENT1\ufeff"]
     assert {author_key(v) for v in variants} == {"agent1"}
+    assert {author_key(v) for v in ("\u0430gent1", "AG\u0415NT1", "\u0391GENT1")} == {"agent1"}  # look-alikes
+    assert author_key("agent2") != "agent1"
     ledger = Ledger(tmp_path / "ledger.jsonl")
     for v in variants[:4]:
         ledger.append("rejection", {"author": v, "kind": "crash"})

@@ -41,9 +41,13 @@ def arena(tmp_path) -> tuple[Path, Path, str]:
     folder = tmp_path / "hostile"
     shutil.copytree(GOOD, folder)
     (folder / "DESCRIPTION.md").write_text((folder / "DESCRIPTION.md").read_text() + HOSTILE)
-    (folder / "dev_report.json").write_text(json.dumps({"board": "A", "split": "dev", "method": "good-scores",
-                                                        "gain": {"point": 0.07, "lo": 0.01, "hi": 0.12}}))
+    (folder / "dev_report.json").write_text(json.dumps({"board": "A", "method": "MADE-UP-BY-THE-AUTHOR",
+                                                        "gain": {"point": 9.99}}))  # never shown
     sub = load_submission(folder)
+    dev = tmp_path / "arena" / "dev" / "A"  # the arena's own measurement (`arena judge --run-dev`)
+    dev.mkdir(parents=True)
+    (dev / f"{sub.name}-dev_report.json").write_text(json.dumps({"board": "A", "split": "dev", "method": sub.name,
+                                                                 "gain": {"point": 0.07, "lo": 0.01, "hi": 0.12}}))
     ledger = Ledger(tmp_path / "arena" / "ledger.jsonl")
     ledger.append("round", {"round": 1, "profile": "smoke", "commitment": "ab" * 32})
     for name, overall, ok in (("snapkv", 0.50, True), ("tova", 0.45, True), ("random", 0.20, True),
@@ -93,7 +97,8 @@ def test_site_pages_from_the_ledger(arena, tmp_path):
     assert "<b onmouseover" not in board and "&lt;b onmouseover=alert(1)&gt;" in board
     page = (tmp_path / "site" / "entries" / slug("A", name)).read_text()
     assert "<script>" not in page.split("</head>")[1] and "&lt;script&gt;" in page and "<img" not in page
-    assert "&quot;point&quot;: 0.07" in page  # the dev report, escaped
+    assert "&quot;point&quot;: 0.07" in page  # the arena's dev report, escaped
+    assert "MADE-UP-BY-THE-AUTHOR" not in page and "9.99" not in page  # never the folder's own
     assert not any((tmp_path / "site").rglob("*.js")) and "http" not in board.replace("http-equiv", "")
 
 
@@ -105,6 +110,56 @@ def test_a_tampered_ledger_is_not_a_clean_board(arena, tmp_path):
     for page in (tmp_path / "site").rglob("*.html"):
         assert "LEDGER DOES NOT VERIFY" in page.read_text(), page
     assert 'id="chain-status">FAILED<' in (tmp_path / "site" / "index.html").read_text()
+
+
+def test_links_in_a_submission_folder_publish_nothing_private(arena, tmp_path):
+    """dev_report.json and DESCRIPTION.md as symbolic links to the arena's private log: no page shows it, and
+    a DESCRIPTION.md linked to a file inside the folder is refused too (a link can be re-pointed)."""
+    ledger, folder, name = arena
+    marker = "HIDDEN-TEST-ITEM-4b7e"
+    log = ledger.parent / "private" / "organiser.log"
+    log.write_text(json.dumps({"split": "test", "text": marker}) + "\n")
+    (folder / "dev_report.json").unlink()
+    (folder / "dev_report.json").symlink_to(os.path.relpath(log, folder))
+    (folder / "DESCRIPTION.md").rename(folder / "notes.md")
+    (folder / "DESCRIPTION.md").symlink_to(log)
+    write_site(ledger, tmp_path / "site", [folder])
+    assert not any(marker in p.read_text() for p in (tmp_path / "site").rglob("*") if p.is_file())
+    (folder / "DESCRIPTION.md").unlink()
+    (folder / "DESCRIPTION.md").symlink_to("notes.md")
+    write_site(ledger, tmp_path / "site", [folder])
+    page = (tmp_path / "site" / "entries" / slug("A", name)).read_text()
+    assert "No DESCRIPTION.md shown" in page and "&lt;script&gt;" not in page
+    assert "&quot;point&quot;: 0.07" in page  # the arena's own report still is
+
+
+def _strip_signatures(ledger: Path, rules_version: str | None = None) -> None:
+    """Signatures, ``ledger.pub`` and the head removed, a score edited, the chain recomputed (the downgrade)."""
+    from cachecraft_lib.arena.ledger import GENESIS, _digest
+
+    out, prev = [], GENESIS
+    for line in ledger.read_text().splitlines():
+        e = json.loads(line)
+        e.pop("sig")
+        e["payload"]["overall"] = 0.99 if e["kind"] == "submission" else e["payload"].get("overall")
+        e.update(prev=prev, **({"rules_version": rules_version} if rules_version else {}))
+        e["hash"] = prev = _digest(e)
+        out.append(json.dumps(e))
+    ledger.write_text("\n".join(out) + "\n")
+    Ledger(ledger).public_path.unlink()
+    Ledger(ledger).head_path.unlink()
+
+
+@pytest.mark.parametrize(("rules_version", "state", "count"), [(None, "FAILED", 0),
+                                                               ("arena-2", "NOT VERIFIED (unsigned)", 10)])
+def test_a_ledger_without_signatures_is_not_shown_verified(arena, tmp_path, rules_version, state, count):
+    ledger, folder, _ = arena
+    _strip_signatures(ledger, rules_version)
+    check = write_site(ledger, tmp_path / "site", [folder])
+    assert not check.ok and check.count == count
+    index = (tmp_path / "site" / "index.html").read_text()
+    assert f'id="chain-status">{state}<' in index and "LEDGER DOES NOT VERIFY" in index
+    assert not (tmp_path / "site" / "ledger_head.json").exists()
 
 
 def test_cli_writes_the_site_and_fails_on_tampering(arena, tmp_path, capsys):

@@ -5,7 +5,9 @@ SHA-256 of the event's canonical JSON without ``hash`` and ``sig``, ``prev`` the
 (``GENESIS`` first) and ``sig`` the organiser's Ed25519 signature of ``hash`` (``signing``: private key in
 ``<arena>/private/``, public key in ``<arena>/ledger.pub``). Editing a line breaks its hash, deleting or
 reordering lines breaks ``seq``/``prev``, recomputing the chain after an edit needs the private key to sign
-it: ``events()`` raises ``LedgerTampered`` naming the first bad line. Cutting lines off the end leaves a valid
+it: ``events()`` raises ``LedgerTampered`` naming the first bad line. Stripping the signatures and deleting
+``ledger.pub`` is no way round it: an event that declares a signed rules version (``arena-3`` on) without a
+signature to check is a downgrade, refused as tampered; only a ledger from before signing reads unsigned. Cutting lines off the end leaves a valid
 chain, so each append also writes the signed head (count, last hash, public key) beside the ledger
 (``<path>.head``) and ``publish_head`` writes it next to a published leaderboard (``ledger_head.json``):
 ``verify(head=...)`` against a published head detects truncation, a re-chained ledger and a swapped key.
@@ -29,6 +31,7 @@ GENESIS = "0" * 64
 KINDS = ("round", "baseline", "submission", "rejection", "points", "review")
 # arena-3: events signed (Ed25519), salted round commitments, reserved names, normalised authors
 RULES_VERSION = "arena-3"
+SIGNED_SINCE = 3  # events of rules version arena-3 and later are signed: unsigned, they were stripped
 RATE_LIMIT, RATE_WINDOW = 5, timedelta(hours=24)  # the post: 5 official submissions per author per 24 hours
 COUNTED = ("submission", "rejection")
 HEAD_FILE = "ledger_head.json"
@@ -157,6 +160,9 @@ class Ledger:
                 raise LedgerTampered(self.path, number, "does not follow the line before it (deleted or reordered)")
             if public is None and "sig" in event:
                 raise LedgerTampered(self.path, number, f"is signed but {self.public_path.name} is missing")
+            if public is None and _declares_signed(event):
+                raise LedgerTampered(self.path, number, f"declares rules version {event.get('rules_version')} "
+                                     f"(signed events) but {self.public_path.name} is missing: a downgrade")
             if public is not None and not signing.valid(public, event["hash"].encode(), str(event.get("sig", ""))):
                 raise LedgerTampered(self.path, number, "is not signed by the organiser's key (ledger.pub)")
             events.append(event)
@@ -191,6 +197,13 @@ class Ledger:
             raise RateLimited(f"{author} made {len(times)} submissions in the last {window}; the limit is {limit}. "
                               f"The next one is allowed after {opens.isoformat(timespec='minutes')} "
                               "(use `cachecraft arena dev` meanwhile: unlimited)")
+
+
+def _declares_signed(event: dict) -> bool:
+    """The event's rules version is ``arena-N`` with N >= ``SIGNED_SINCE``: it was written signed."""
+    version = str(event.get("rules_version", ""))
+    number = version.removeprefix("arena-")
+    return version.startswith("arena-") and number.isdigit() and int(number) >= SIGNED_SINCE
 
 
 def _plain(value: Any) -> Any:

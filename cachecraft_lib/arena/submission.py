@@ -57,10 +57,15 @@ def _folded(text: str) -> str:
     return INVISIBLE.sub("", text).casefold()
 
 
+# Cyrillic and Greek letters that look like Latin ones after casefold (NFKC keeps them apart): a small table of
+# the common look-alikes, not Unicode's full confusables list; the author stays a declared string (README, Trust)
+CONFUSABLES = str.maketrans("асеһіјкморԛѕуԝхԁвнтαβεικμορτχ", "acehijkmopqsywxdbhtabeikmoptx")
+
+
 def author_key(author: str) -> str:
-    """The author as the rate limit counts it: NFKC, casefold, invisible characters removed, whitespace trimmed
-    and collapsed."""
-    return " ".join(_folded(str(author)).split())
+    """The author as the rate limit counts it: NFKC, casefold, invisible characters removed, common Cyrillic and
+    Greek look-alikes of Latin letters folded (``CONFUSABLES``), whitespace trimmed and collapsed."""
+    return " ".join(_folded(str(author)).translate(CONFUSABLES).split())
 
 
 def name_key(name: str) -> str:

@@ -3,12 +3,15 @@
 Trust comes from outside the arena folder: a head published with a leaderboard (``ledger_head.json``, signed)
 or the organiser's public key published elsewhere. Against it the check finds
 
-- ``tampered``: a line edited, reordered or deleted inside, or not signed by the key (``line`` says which);
+- ``tampered``: a line edited, reordered or deleted inside, or not signed by the key (``line`` says which), or
+  signatures stripped and ``ledger.pub`` deleted from events that declare a signed rules version (``arena-3``
+  on: a downgrade);
 - ``wrong_key``: the folder's ``ledger.pub`` is not the trusted key (someone re-signed a rewritten ledger);
 - ``truncated``: fewer events than the published head counts (lines cut off the end, head file removed);
 - ``forked``: the event at the head's position is not the one published (history rewritten);
 - ``bad_head``: the published head is malformed or its signature does not verify;
-- ``unsigned``: a ledger from before signed events (arena-3): its chain holds, but anyone could recompute it;
+- ``unsigned``: a ledger from before signed events (no event declares arena-3 or later): its chain holds, but
+  anyone could recompute it, so it is not verified (only ``ok`` is);
 - ``ok``: chain and signatures verify (``head_checked`` says whether a published head was checked too; without
   one, truncation and a swapped key cannot be detected).
 """

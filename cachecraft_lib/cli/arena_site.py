@@ -32,6 +32,7 @@ def add_site_verb(verb: Callable[[str, Callable, str], argparse.ArgumentParser])
     p.add_argument("out", help="folder to write (index.html, boards/, entries/, style.css); upload it to any "
                                "static host")
     p.add_argument("--submissions", nargs="*", default=[], metavar="DIR",
-                   help="submission folders whose DESCRIPTION.md and dev_report.json to show (matched to the "
-                        "ledger by their code's sha256; the shipped examples are always included)")
+                   help="submission folders whose DESCRIPTION.md to show (matched to the ledger by their code's "
+                        "sha256; the shipped examples are always included); dev reports come only from the "
+                        "arena's dev/ folder (`arena judge --run-dev`), never from a submission folder")
     return p

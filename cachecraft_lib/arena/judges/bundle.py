@@ -5,8 +5,8 @@ report as JSON, and the earlier entries. The dev report is always the arena's ow
 (``dev_report_json`` turns ``Arena.dev``'s result into it; ``cachecraft arena judge --run-dev`` writes it into
 the arena's dev folder): a ``dev_report.json`` shipped inside the submission folder is ignored (its author
 could write any number into it), and a report path inside the submission folder is refused. Every file read
-must lie inside its folder (a symbolic link out of it is refused) and outside the arena's ``private/``
-folder (``arena_root``). The earlier entries: the shipped submissions
+passes ``safe_files.problem`` (the site uses the same check): a regular file inside its folder, reached through
+no symbolic link, under the size cap, and outside the arena's ``private/`` folder (``arena_root``). The earlier entries: the shipped submissions
 (``arena/submissions/*``), folders passed in, and the ledger's submission events (name, author, code hash),
 matched to their code by hash where a folder has it; the submission itself (its folder, or its name and
 author in the ledger) is never its own earlier entry. Nothing under the arena's ``private/`` folder (per-item
@@ -26,6 +26,9 @@ from typing import Any
 
 import yaml
 
+from ..safe_files import in_some_arena_private as _in_some_arena_private
+from ..safe_files import inside as _inside
+from ..safe_files import problem
 from ..submission import DESCRIPTION_FILE, METADATA_FILE, METHOD_FILE
 
 DEV_REPORT_FILE = "dev_report.json"
@@ -88,20 +91,9 @@ class Bundle:
                                      "DESCRIPTION.md": e.description} for e in self.earlier]}
 
 
-def _inside(path: Path, folder: Path) -> bool:
-    return path.resolve().is_relative_to(folder.resolve())
-
-
-def _in_some_arena_private(path: Path) -> bool:
-    """``path`` lies under a ``private`` folder beside an arena ledger (any arena's, not only the one given)."""
-    return any(p.name == "private" and ((p.parent / "ledger.jsonl").exists() or (p.parent / "ledger.pub").exists())
-               for p in path.resolve().parents)
-
-
 def _allowed(path: Path, folder: Path, private: Path | None) -> bool:
-    """``path`` resolves inside ``folder`` and outside the arena's private folder."""
-    return _inside(path, folder) and (private is None or not _inside(path, private)) \
-        and not _in_some_arena_private(path)
+    """``path`` may be read: ``safe_files.problem`` finds nothing wrong with it."""
+    return problem(path, folder, private) is None
 
 
 def _read(folder: Path, name: str, private: Path | None = None, binary: bool = False) -> Any:
@@ -109,9 +101,10 @@ def _read(folder: Path, name: str, private: Path | None = None, binary: bool = F
     if not path.is_file():
         raise BundleError(f"{folder} has no {name}: a submission folder holds {METHOD_FILE}, {DESCRIPTION_FILE} "
                           f"and {METADATA_FILE} (see cachecraft_lib/arena/submissions/frc/)")
-    if not _allowed(path, folder, private):
-        raise BundleError(f"{path} points outside its folder or into the arena's private folder; a submission's "
-                          "files are plain files inside it")
+    why = problem(path, folder, private)
+    if why is not None:
+        raise BundleError(f"{path} is refused: {why}; a submission's files are plain files inside its folder, "
+                          "outside the arena's private folder")
     return path.read_bytes() if binary else path.read_text(encoding="utf-8")
 
 

@@ -1,6 +1,11 @@
 """What the site shows, gathered from the ledger's events: boards and their rules, standings with rank ranges,
 each entry's events, and the texts (DESCRIPTION.md, dev report) matched to the code the ledger names.
 
+A submission folder is its author's: its ``DESCRIPTION.md`` and ``method.py`` are read only through
+``safe_files`` (the judges' bundle's check: plain files inside the folder, no symbolic link, a size cap, nothing
+under an arena's ``private/``), and a ``dev_report.json`` in it is never read: the dev report shown is the
+arena's own measurement from its ``dev/`` folder (``arena judge --run-dev``), as the judges read it.
+
 Rules come from the board data of the profile the ledger's ``round`` event names (the same YAML the harness
 scored with); a board whose file carries another rules version than its entries is marked. A submission's text
 is shown only from a folder whose ``method.py`` hashes to the ``code_sha256`` in the ledger, so a page never
@@ -19,8 +24,9 @@ from typing import Any
 
 import pandas as pd
 
-from .. import leaderboard
+from .. import leaderboard, safe_files
 from ..boards import Board, BoardError, load_boards
+from ..submission import MAX_METHOD_BYTES
 
 SLUG_RE = re.compile(r"[^a-z0-9_-]+")
 
@@ -99,38 +105,37 @@ def gather(events: list[dict], profile: str | None = None, folders: Iterable[str
     return data
 
 
-def code_hash(folder: Path) -> str | None:
-    method = folder / "method.py"
-    return hashlib.sha256(method.read_bytes()).hexdigest() if method.is_file() else None
-
-
 def match_texts(events: list[dict], folders: Iterable[str | Path], root: Path | None) -> dict[str, Texts]:
-    """``code_sha256 -> Texts`` for every folder whose code the ledger names; dev reports from the folder's
-    ``dev_report.json`` or the arena's ``dev/<board>/<name>-dev_report.json`` (``arena judge --run-dev``)."""
+    """``code_sha256 -> Texts`` for every folder whose code the ledger names: its ``DESCRIPTION.md`` and
+    ``method.py`` through ``safe_files``, the dev report only from the arena's own
+    ``<root>/dev/<board>/<name>-dev_report.json`` (never the folder's ``dev_report.json``)."""
     named = {leaderboard.payload(e).get("code_sha256"): leaderboard.payload(e) for e in events
              if e.get("kind") == "submission" and leaderboard.payload(e).get("code_sha256")}
+    private = root / "private" if root else None
     texts: dict[str, Texts] = {}
     for folder in map(Path, folders):
-        digest = code_hash(folder)
-        if digest not in named:
+        raw = safe_files.read_bytes(folder / "method.py", folder, private, MAX_METHOD_BYTES)
+        digest = hashlib.sha256(raw).hexdigest() if raw is not None else None
+        if raw is None or digest not in named:
             continue
-        entry = named[digest]
-        desc = folder / "DESCRIPTION.md"
-        report = _first_json([folder / "dev_report.json", *(
-            [root / "dev" / str(entry.get("board")) / f"{entry.get('name')}-dev_report.json"] if root else [])])
-        texts[digest] = Texts(desc.read_text(encoding="utf-8", errors="replace") if desc.is_file() else None,
-                              report, (folder / "method.py").read_text(encoding="utf-8", errors="replace"))
+        texts[digest] = Texts(safe_files.read_text(folder / "DESCRIPTION.md", folder, private),
+                              _dev_report(root, named[digest]), raw.decode("utf-8", errors="replace"))
     return texts
 
 
-def _first_json(paths: list[Path]) -> dict[str, Any] | None:
-    for path in paths:
-        if path.is_file():
-            try:
-                return json.loads(path.read_text(encoding="utf-8"))
-            except ValueError:
-                return {"error": f"{path.name} is not valid JSON"}
-    return None
+def _dev_report(root: Path | None, entry: dict[str, Any]) -> dict[str, Any] | None:
+    """The arena's dev report for ``entry`` from ``<root>/dev/``, read through ``safe_files`` (None if absent)."""
+    if root is None:
+        return None
+    dev = root / "dev"
+    text = safe_files.read_text(dev / str(entry.get("board")) / f"{entry.get('name')}-dev_report.json", dev,
+                                root / "private")
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return {"error": f"{entry.get('name')}-dev_report.json is not valid JSON"}
 
 
 def slug(board: str, name: str) -> str:

@@ -23,12 +23,14 @@ def banner(check: LedgerStatus) -> str:
     """Shown on every page of a ledger that does not verify."""
     if check.ok:
         return ""
+    shown = (f"Only the {check.count} event(s) before the first bad line are shown" if check.status == "chain"
+             else f"Its {check.count} event(s) are shown unverified")
     return (f'<div class="tampered" id="tampered"><strong>LEDGER DOES NOT VERIFY.</strong> {esc(check.message)}. '
-            f"Only the {check.count} event(s) before the first bad line are shown; they are not a clean board.</div>")
+            f"{shown}; they are not a clean board.</div>")
 
 
 def status_block(check: LedgerStatus, published: str | None = None) -> str:
-    state = "verified" if check.ok else "FAILED"
+    state = "verified" if check.ok else "FAILED" if check.status == "chain" else f"NOT VERIFIED ({check.status})"
     rows = [["hash chain", f'<span class="status-{"ok" if check.ok else "bad"}" id="chain-status">{esc(state)}</span>'],
             ["details", esc(check.message)], ["events", esc(check.count)],
             ["head (last hash)", f"<code id=\"head\">{esc(check.head)}</code>"], ["head file", esc(check.head_file)],
@@ -149,6 +151,9 @@ def entry_page(check: LedgerStatus, data: SiteData, row: pd.Series) -> str:
         description = "<p>A baseline shipped with the arena (cachecraft_lib/arena/baselines.py).</p>"
     elif texts and texts.description is not None:
         description = f'<div class="description">{markdown(texts.description)}</div>'
+    elif texts:
+        description = ("<p>No DESCRIPTION.md shown: absent, or refused (a symbolic link, not a plain file, over "
+                       "the size cap, or in a private folder).</p>")
     else:
         description = (f"<p>No submission folder with this code (sha256 <code>{esc(latest.get('code_sha256'))}"
                        "</code>) was given to the site generator.</p>")

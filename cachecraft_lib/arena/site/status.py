@@ -1,9 +1,11 @@
 """The ledger's verification status for the site: checked once, shown on every page.
 
 One function, ``check_ledger``, asks the ledger whether its chain (and, where the ledger version has them, its
-signatures: ``Ledger.verify``) verifies; everything the site shows comes from the events it returns. A ledger
-that does not verify is not drawn as a clean board: the status says what failed, and only the lines before the
-first bad one are shown, each page under a banner saying so.
+signatures: ``Ledger.verify``) verifies; everything the site shows comes from the events it returns. Only the
+status ``ok`` counts as verified: an ``unsigned`` ledger (a chain anyone could recompute), a wrong key or a bad
+head is not verified either. A ledger that does not verify is not drawn as a clean board: the status says what
+failed, each page sits under a banner saying so, and where the chain itself broke only the lines before the
+first bad one are shown.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from ..ledger import GENESIS, Ledger, LedgerTampered
 
 @dataclass(frozen=True)
 class LedgerStatus:
-    """What the check found: ``ok`` only when the whole chain (and head, and signatures if any) verifies."""
+    """What the check found: ``ok`` only when the whole chain, head and signatures verify (``status`` "ok");
+    ``status``: "chain" when the chain broke, else ``Ledger.verify``'s status (``verify.STATUSES``)."""
 
     path: Path
     ok: bool
@@ -27,6 +30,7 @@ class LedgerStatus:
     message: str
     head_file: str
     signatures: str
+    status: str = "ok"
 
 
 def check_ledger(path: str | Path) -> LedgerStatus:
@@ -41,31 +45,30 @@ def check_ledger(path: str | Path) -> LedgerStatus:
         prefix = _lines_before(ledger.path, err.line)
         message = str(err).replace(str(ledger.path), ledger.path.name)  # no organiser's path on a public page
         return LedgerStatus(ledger.path, False, prefix, prefix[-1]["hash"] if prefix else GENESIS, len(prefix),
-                            message, head_file, "not checked (the chain failed first)")
-    signed, sig_text = _signatures(ledger)
+                            message, head_file, "not checked (the chain failed first)", "chain")
+    status, sig_text = _signatures(ledger)
     head = events[-1]["hash"] if events else GENESIS
+    signed = status == "ok"
     return LedgerStatus(ledger.path, signed, events, head, len(events),
-                        "hash chain verified" if signed else f"signatures do not verify: {sig_text}", head_file,
-                        sig_text)
+                        "hash chain verified" if signed else f"not verified ({status}): {sig_text}", head_file,
+                        sig_text, status)
 
 
-def _signatures(ledger: Ledger) -> tuple[bool, str]:
-    """Signatures, where this ledger version has them (``Ledger.verify`` returning a status with ``ok``,
-    ``status`` and ``message``); a chain-only ledger says so."""
+def _signatures(ledger: Ledger) -> tuple[str, str]:
+    """``(status, text)`` of ``Ledger.verify``; only "ok" is verified (an unsigned chain anyone could recompute
+    is not); a ledger version without signatures is "unsigned"."""
     verify = getattr(ledger, "verify", None)
     if not callable(verify):
-        return True, "none (this ledger version is hash-chained, not signed)"
+        return "unsigned", "none (this ledger version is hash-chained, not signed: anyone could recompute it)"
     try:
         result = verify()
     except Exception as err:  # any failure of a signature check is a failed check, reported as such
-        return False, str(err)
-    status, message = str(getattr(result, "status", "")), str(getattr(result, "message", result))
-    if status == "unsigned":
-        return True, f"none: {message}"
-    if getattr(result, "ok", False):
+        return "failed", str(err)
+    status, message = str(getattr(result, "status", "") or "failed"), str(getattr(result, "message", result))
+    if status == "ok" and getattr(result, "ok", False):
         fingerprint = getattr(result, "fingerprint", None)
-        return True, "verified" + (f" (organiser key {fingerprint})" if fingerprint else "")
-    return False, f"{status or 'failed'}: {message}"
+        return "ok", "verified" + (f" (organiser key {fingerprint})" if fingerprint else "")
+    return ("failed" if status == "ok" else status), f"{status}: {message}".replace(f"{ledger.path.parent}/", "")
 
 
 def _head_file(ledger: Ledger) -> str:
