@@ -81,3 +81,12 @@ def test_units_loader_reads_each_entrys_own_file_by_its_ledger_id(tmp_path):
     assert float(load("A", "snapkv").overall.iloc[0]) == 0.1
     assert float(load("A", "mine").overall.iloc[0]) == 0.3  # the latest entry's own file, not an earlier one's
     assert load("A", "nobody") is None and load("B", "mine") is None
+
+
+def test_an_entry_recorded_without_an_interval_shares_every_rank_it_could_hold():
+    events = [_entry("a", 0.8, half=0.01), _entry("b", 0.5, half=0.01)]
+    events.append({"kind": "submission", "payload": {"board": "A", "name": "c", "author": "c", "round": 1,
+                                                      "overall": 0.6, "eligible": True}})
+    table = leaderboard.leaderboard(events).set_index("name")
+    assert table.loc["a", "rank_range"] == "1-2" and table.loc["c", "rank_range"] == "1-3"
+    assert table.loc["b", "rank_range"] == "2-3"

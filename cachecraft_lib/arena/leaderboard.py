@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 
 SCORED = ("baseline", "submission")
@@ -136,10 +137,15 @@ def _differences(group: pd.DataFrame, units: UnitsOf | None) -> tuple[dict[str, 
             "paired difference over test units"
     rows = group.set_index("name")
 
+    def bound(name: str, column: str, missing: float) -> float:
+        """An entry's interval end; an entry recorded without one cannot be told apart from any other."""
+        value = pd.to_numeric(rows.loc[name, column], errors="coerce")
+        return missing if pd.isna(value) else float(value)
+
     def overlap(a: str, b: str) -> Interval:
-        lo = float(rows.loc[a, "lo"]) - float(rows.loc[b, "hi"])
-        hi = float(rows.loc[a, "hi"]) - float(rows.loc[b, "lo"])
-        return Interval(float(rows.loc[a, "overall"] - rows.loc[b, "overall"]), lo, hi, 2)
+        lo = bound(a, "lo", -np.inf) - bound(b, "hi", np.inf)
+        hi = bound(a, "hi", np.inf) - bound(b, "lo", -np.inf)
+        return Interval(bound(a, "overall", np.nan) - bound(b, "overall", np.nan), lo, hi, 2)
 
     return {a: {b: overlap(a, b) for b in names if b != a} for a in names}, "overlap of overall intervals"
 
