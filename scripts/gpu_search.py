@@ -5,6 +5,7 @@ read in that process (``worker_memory.jsonl``): the workers hold the model, not 
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -13,8 +14,15 @@ ITERATIONS = 2
 
 def run(work: Path, scale: str) -> dict:
     from cachecraft_lib.profiles import get_profile
+    from cachecraft_lib.sandbox import boundary
     from cachecraft_lib.search import health, memory
     from cachecraft_lib.search.evolve import evolve
+
+    # The GPU machine's image may lack bubblewrap/libseccomp: this step checks the CUDA path of the search, not
+    # the sandbox, so it runs the candidates with the boundary it has and records which (the summary says so).
+    if boundary.missing_parts():
+        os.environ[boundary.WEAK_ENV] = "1"  # inherited by the spawned workers
+    sandbox = boundary.plan(allow_weak=True).name
 
     device, dtype = ("cuda", "bfloat16") if scale == "gpu" else ("cpu", "float32")
     out = work / "search"
@@ -27,7 +35,7 @@ def run(work: Path, scale: str) -> dict:
     peaks = memory.peaks(out)
     settings = json.loads((out / "search_config.json").read_text())
     worker_peaks = [p for p in peaks if p["worker"]]
-    record = {"iterations": ITERATIONS, "seconds_search": round(time.time() - start, 1),
+    record = {"iterations": ITERATIONS, "seconds_search": round(time.time() - start, 1), "sandbox": sandbox,
               "device": settings["device"], "dtype": settings["dtype"], "evaluations": len(entries),
               "worker_evaluations": len(workers), "worker_failures": sum(not e["ok"] for e in workers),
               "errors": sorted({e["error"][:200] for e in entries if not e["ok"]}),
