@@ -11,8 +11,6 @@ from cachecraft_lib.notebooks import list_notebooks, run_notebook
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=False, reason="not yet seen passing on the merged arena (signed ledger, per-context "
-                                        "sandboxes): issue 35 open; it reports XPASS once the tables are identical")
 def test_notebook_07_regenerates_its_tables_exactly(tmp_path):
     book = list_notebooks(["07"])[0]
     outputs = []
