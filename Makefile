@@ -65,7 +65,7 @@ lint: install
 	$(BIN)/ruff check .
 
 clean-notebooks: install
-	$(BIN)/python -c "import sys; from cachecraft_lib.notebooks import strip_outputs; [strip_outputs(p) for p in sys.argv[1:]]" notebooks/*.ipynb
+	$(BIN)/python -c "import sys; from cachecraft_lib.report.notebooks import strip_outputs; [strip_outputs(p) for p in sys.argv[1:]]" notebooks/*.ipynb
 
 train-tiny: install
 	$(BIN)/cachecraft train-tiny

@@ -25,8 +25,8 @@ import torch
 
 from cachecraft_lib.grid import Cell, run_grid
 from cachecraft_lib.grid.cost import describe, paper_grid_estimate
-from cachecraft_lib.models import load_model
-from cachecraft_lib.pipeline import Answerer
+from cachecraft_lib.models.loading import load_model
+from cachecraft_lib.models.pipeline import Answerer
 from cachecraft_lib.profiles import get_profile
 from cachecraft_lib.ruler import load
 

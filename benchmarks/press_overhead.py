@@ -15,10 +15,10 @@ import statistics
 
 import torch
 
-from cachecraft_lib.latency import compare_scoring, eight_b_shaped_llama
-from cachecraft_lib.models import load_model
-from cachecraft_lib.prefill import SharedPrefill
-from cachecraft_lib.presses import make_press
+from cachecraft_lib.methods.registry import make_press
+from cachecraft_lib.models.loading import load_model
+from cachecraft_lib.models.prefill import SharedPrefill
+from cachecraft_lib.paper.latency import compare_scoring, eight_b_shaped_llama
 
 
 def main() -> None:

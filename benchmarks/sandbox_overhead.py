@@ -2,7 +2,7 @@
 
     python benchmarks/sandbox_overhead.py [--profile cpu|smoke] [--board A] [--repeats 10]
 
-Runs the arena's FRC submission (``cachecraft_lib/arena/submissions/frc``) once behind the full boundary
+Runs the arena's FRC submission (``cachecraft_lib/arena/examples/frc``) once behind the full boundary
 (bubblewrap namespaces + seccomp + cgroup) and once in a plain child process with only the audit hook
 (``weak: process only``, today's design before the boundary; forced here, never by default) and prints the
 median times and their ratios, and the boundary's extra cost as a share of one dev evaluation (target:
@@ -21,14 +21,14 @@ from pathlib import Path
 
 import numpy as np
 
+from cachecraft_lib.arena.arena import Arena
 from cachecraft_lib.arena.evaluate import submission_contender
-from cachecraft_lib.arena.harness import Arena
-from cachecraft_lib.arena.press import close_sandboxes
-from cachecraft_lib.arena.sandbox import Limits, MethodSandbox
-from cachecraft_lib.arena.submission import load_submission
+from cachecraft_lib.arena.submissions.folder import load_submission
+from cachecraft_lib.arena.submissions.press import close_sandboxes
+from cachecraft_lib.arena.submissions.sandbox import Limits, MethodSandbox
 from cachecraft_lib.sandbox import boundary
 
-FRC = Path(__file__).parents[1] / "cachecraft_lib" / "arena" / "submissions" / "frc"
+FRC = Path(__file__).parents[1] / "cachecraft_lib" / "arena" / "examples" / "frc"
 MODES = ("boundary", "hook only")
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from .model_names import INSTRUCT_DIR, TINY_DIR, is_embedded, is_instruct, model_label, resolve
+from .models.names import INSTRUCT_DIR, TINY_DIR, is_embedded, is_instruct, model_label, resolve
 
 EMBEDDED_MODEL = str(TINY_DIR)
 INSTRUCT_MODEL = str(INSTRUCT_DIR)  # SmolLM2-135M-Instruct after `cachecraft fetch-instruct`; select with models=

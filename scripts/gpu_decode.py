@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from cachecraft_lib.timers import clock
+from cachecraft_lib.util.timers import clock
 
 
 def _finch_prefill(model: Any, ids: torch.Tensor, question: torch.Tensor, ratio: float):
@@ -29,9 +29,9 @@ def _finch_prefill(model: Any, ids: torch.Tensor, question: torch.Tensor, ratio:
 def batched(model: Any, tokenizer: Any, ids: torch.Tensor, question: torch.Tensor, cells: list, max_new: int):
     """The grid's engine: answers, seconds, the batch size it picks and the decode's peak memory (GiB)."""
     from cachecraft_lib.grid.decode import CacheRow, decode_rows, default_batch_size
-    from cachecraft_lib.pipeline import tokenwise_question
-    from cachecraft_lib.prefill import SharedPrefill
-    from cachecraft_lib.presses import REGISTRY, make_press
+    from cachecraft_lib.methods.registry import REGISTRY, make_press
+    from cachecraft_lib.models.pipeline import tokenwise_question
+    from cachecraft_lib.models.prefill import SharedPrefill
 
     device = model.device
     start = clock(device)
@@ -67,8 +67,8 @@ def pipeline(model: Any, tokenizer: Any, ids: torch.Tensor, question: torch.Tens
     from kvpress import KVPressTextGenerationPipeline
     from transformers import DynamicCache
 
-    from cachecraft_lib.pipeline import make_pipeline, tokenwise_question
-    from cachecraft_lib.presses import REGISTRY, make_press
+    from cachecraft_lib.methods.registry import REGISTRY, make_press
+    from cachecraft_lib.models.pipeline import make_pipeline, tokenwise_question
 
     pipes = {tw: make_pipeline(model, tokenizer, tw) for tw in (False, True)}
     device, answers, seconds = model.device, [], []

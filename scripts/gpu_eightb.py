@@ -22,7 +22,7 @@ MIN_REPEATS = 10  # fewer give no verdict worth reading
 
 def build_model(scale: str):
     """The 8B-shaped model on CUDA; on a CPU the same architecture at a small width (code path only)."""
-    from cachecraft_lib.latency import LLAMA_31_8B, eight_b_shaped_llama
+    from cachecraft_lib.paper.latency import LLAMA_31_8B, eight_b_shaped_llama
 
     if scale == "gpu":
         model = eight_b_shaped_llama("cuda")
@@ -54,8 +54,8 @@ def _allocated(device: torch.device) -> int:
 
 def prefill_memory_and_lengths(model: Any, ids: torch.Tensor) -> tuple[dict, pd.DataFrame]:
     """The shared prefill's memory, and each single-pass press's kept length per layer from it."""
-    from cachecraft_lib.prefill import SharedPrefill
-    from cachecraft_lib.presses import REGISTRY, make_press
+    from cachecraft_lib.methods.registry import REGISTRY, make_press
+    from cachecraft_lib.models.prefill import SharedPrefill
 
     before = _allocated(model.device)
     shared = SharedPrefill(model, ids)
@@ -81,7 +81,7 @@ def prefill_memory_and_lengths(model: Any, ids: torch.Tensor) -> tuple[dict, pd.
 
 
 def latency(model: Any, length: int, repeats: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    from cachecraft_lib.latency import measure_samples, paper_comparison, summarise
+    from cachecraft_lib.paper.latency import measure_samples, paper_comparison, summarise
 
     if repeats < MIN_REPEATS:
         raise ValueError(f"{repeats} repeats give no verdict: use at least {MIN_REPEATS}")

@@ -44,8 +44,8 @@ def _grid_answers(cells: list, folder: Path, device: str, dtype: str, decode: st
 def _pipeline_answers(cells: list, device: str, dtype: str, size: dict):
     """KVPress's pipeline per cell and sample (``Answerer``: the stock pipeline, or its token-by-token variant
     for the methods that need it), on the rows the grid loads."""
-    from cachecraft_lib.models import load_model
-    from cachecraft_lib.pipeline import Answerer
+    from cachecraft_lib.models.loading import load_model
+    from cachecraft_lib.models.pipeline import Answerer
     from cachecraft_lib.ruler import load
 
     model, tokenizer = load_model("tiny", device=device, dtype=dtype)

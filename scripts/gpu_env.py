@@ -14,9 +14,9 @@ PACKAGES = ("torch", "transformers", "tokenizers", "kvpress", "openevolve", "ope
             "pandas", "numpy", "huggingface_hub", "accelerate", "peft", "safetensors", "wonderwords", "fire")
 # what the steps import; kvpress and transformers check their own pins when imported
 IMPORTS = ("transformers", "tokenizers", "kvpress", "openevolve", "openevolve.controller", "openai", "datasets",
-           "wonderwords", "cachecraft_lib", "cachecraft_lib.grid", "cachecraft_lib.latency",
+           "wonderwords", "cachecraft_lib", "cachecraft_lib.grid", "cachecraft_lib.paper.latency",
            "cachecraft_lib.search.evolve", "cachecraft_lib.search.cascade", "cachecraft_lib.tiny.train",
-           "cachecraft_lib.pipeline", "cachecraft_lib.ruler")
+           "cachecraft_lib.models.pipeline", "cachecraft_lib.ruler")
 # carried at the project's pins: these must come from the carried wheels, not from the machine's image
 PINNED = {"transformers": "5.2.0", "tokenizers": "0.22.2", "kvpress": "0.5.5", "openevolve": "0.4.1"}
 

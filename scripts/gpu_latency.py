@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from cachecraft_lib.latency import (
+from cachecraft_lib.paper.latency import (
     append_table,
     eight_b_shaped_llama,
     measure_samples,

@@ -25,7 +25,7 @@ def ruler_1024(tokenizer):
 
 @pytest.fixture(scope="session")
 def tiny_model():
-    from cachecraft_lib.models import load_model
+    from cachecraft_lib.models.loading import load_model
 
     return load_model("tiny", device="cpu")
 
@@ -40,8 +40,8 @@ def tiny_rows(tiny_model):
 @pytest.fixture()
 def tiny_answerer():
     """A fresh model copy: Finch adds a delimiter token to the model and tokenizer it runs on."""
-    from cachecraft_lib.models import load_model
-    from cachecraft_lib.pipeline import Answerer
+    from cachecraft_lib.models.loading import load_model
+    from cachecraft_lib.models.pipeline import Answerer
 
     return Answerer(*load_model("tiny", device="cpu"))
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from test_arena_core_submission import BUDGET, layer_arrays  # noqa: F401  (the arena tests' layer)
 
-from cachecraft_lib.arena.sandbox import Limits, MethodSandbox
-from cachecraft_lib.arena.submission import Submission
+from cachecraft_lib.arena.submissions.folder import Submission
+from cachecraft_lib.arena.submissions.sandbox import Limits, MethodSandbox
 
 HOSTILE = Path(__file__).parent / "assets" / "hostile"
 SCALARS = {"budget": BUDGET, "layer": 0, "n_layers": 1, "compression_ratio": 0.75}

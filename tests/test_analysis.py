@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cachecraft_lib import analysis, claims
-from cachecraft_lib.intervals import CONTRADICTED, INCONCLUSIVE, NOT_MEASURABLE, REPRODUCED, VERDICTS
+from cachecraft_lib.paper import analysis, claims
+from cachecraft_lib.stats.intervals import CONTRADICTED, INCONCLUSIVE, NOT_MEASURABLE, REPRODUCED, VERDICTS
 
 STAND_IN = "/x/tiny-ruler-llama"
 TASKS = ("niah_single_1", "vt", "qa_1")
@@ -75,7 +75,7 @@ def test_per_task_table_has_intervals_and_its_length():
     assert list(table.index) == [*TASKS, "aggregate"] and set(table.length) == {1024} and set(table.n) == {10}
     assert list(table.columns[2:]) == ["chunkkv", "frc", "no_press", "snapkv"]
     assert all("[" in v and "]" in v for v in table.frc)  # point [lo, hi]
-    boot = __import__("cachecraft_lib.intervals", fromlist=["x"]).paired_bootstrap(samples(GRID))
+    boot = __import__("cachecraft_lib.stats.intervals", fromlist=["x"]).paired_bootstrap(samples(GRID))
     assert table.loc["aggregate", "frc"] == analysis.fmt(boot.mean("1024_frc_0.88"))
 
 

@@ -12,10 +12,10 @@ import pandas as pd
 import pytest
 import torch
 
-from cachecraft_lib.arena.boards import BoardError, load_board, load_boards
+from cachecraft_lib.arena.boards.boards import BoardError, load_board, load_boards
+from cachecraft_lib.arena.boards.math_answers import grade, last_boxed, normalise
 from cachecraft_lib.arena.decode import submission_cap_method
-from cachecraft_lib.arena.math_answers import grade, last_boxed, normalise
-from cachecraft_lib.arena.submission import SubmissionError, load_submission
+from cachecraft_lib.arena.submissions.folder import SubmissionError, load_submission
 from cachecraft_lib.decoding.capped import CappedGenerator
 
 ASSETS = Path(__file__).parent / "assets" / "arena_c"
@@ -141,7 +141,7 @@ def test_bad_board_c_data_is_named(tmp_path):
 
 
 def test_generated_length_term_by_hand():
-    from cachecraft_lib.arena import score
+    from cachecraft_lib.arena.scoring import score
 
     board = replace(load_board("smoke", "C"), weights={"accuracy": 1.0, "memory": 0.0, "speed": 0.0,
                                                        "overhead": 0.0, "generated_length": 0.5})
@@ -157,7 +157,7 @@ def test_generated_length_term_by_hand():
 
 # ---------------------------------------------------------------------------------- smoke board end to end
 def _small_arena(tmp_path, monkeypatch):
-    from cachecraft_lib.arena.harness import Arena
+    from cachecraft_lib.arena.arena import Arena
 
     monkeypatch.setenv("CACHECRAFT_ARENA_SECRET", "5d0b7e9a3c18f4e26a9d0c7b81e5f3a4e2c94a7f0d6b3815")
     arena = Arena("smoke", tmp_path / "arena", progress=False)
@@ -169,9 +169,9 @@ def _small_arena(tmp_path, monkeypatch):
 
 def test_board_c_on_smoke_end_to_end(tmp_path, monkeypatch):
     """dev + submit + a leaderboard row on the embedded model; a bad decode hook is a recorded rejection."""
-    from cachecraft_lib.arena import leaderboard
+    from cachecraft_lib.arena.boards.splits import load_secret
     from cachecraft_lib.arena.evaluate import submission_contender
-    from cachecraft_lib.arena.splits import load_secret
+    from cachecraft_lib.arena.scoring import leaderboard
 
     arena = _small_arena(tmp_path, monkeypatch)
     sub = load_submission(ASSETS / "good_decode_keep")
@@ -199,7 +199,7 @@ def test_board_c_on_smoke_end_to_end(tmp_path, monkeypatch):
 
 
 def test_board_c_refuses_a_prefill_only_submission(tmp_path, monkeypatch):
-    from cachecraft_lib.arena.splits import load_secret
+    from cachecraft_lib.arena.boards.splits import load_secret
 
     arena = _small_arena(tmp_path, monkeypatch)
     out = arena.submit(Path(__file__).parent / "assets" / "arena" / "good_scores", "C", load_secret())
@@ -213,7 +213,7 @@ def _problems(n: int = 500) -> pd.DataFrame:
 
 
 def test_math500_splits_are_disjoint_and_secret():
-    from cachecraft_lib.arena.math500 import as_items, select_problems
+    from cachecraft_lib.arena.boards.math500 import as_items, select_problems
 
     board = load_board("paper", "C")
     dev = select_problems(_problems(), board, "dev")
@@ -230,7 +230,8 @@ def test_math500_splits_are_disjoint_and_secret():
 
 def test_paper_board_c_is_not_measurable_offline(monkeypatch, capsys):
     """Without the hub: a clear status from the library and the CLI (exit 0), before any model is loaded."""
-    from cachecraft_lib.arena import harness, math500
+    from cachecraft_lib.arena import arena as harness
+    from cachecraft_lib.arena.boards import math500
     from cachecraft_lib.cli import main
     from cachecraft_lib.ruler import dataset
 

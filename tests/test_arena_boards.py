@@ -9,8 +9,9 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 
-from cachecraft_lib.arena import calibrate, leaderboard, score
-from cachecraft_lib.arena.boards import BOARDS_DIR, BoardError, load_board, load_boards, write_budgets
+from cachecraft_lib.arena import calibration as calibrate
+from cachecraft_lib.arena.boards.boards import BOARDS_DIR, BoardError, load_board, load_boards, write_budgets
+from cachecraft_lib.arena.scoring import leaderboard, score
 from cachecraft_lib.cli import main
 
 # ----------------------------------------------------------------------------------------------- boards
@@ -213,7 +214,7 @@ def _entry(board, name, overall, kind="baseline", eligible=True, author="baselin
 
 
 def test_leaderboard_from_ledger(tmp_path):
-    from cachecraft_lib.arena.ledger import Ledger, LedgerTampered
+    from cachecraft_lib.arena.scoring.ledger import Ledger, LedgerTampered
 
     ledger = Ledger(tmp_path / "ledger.jsonl")
     ledger.append("baseline", _entry("A", "snapkv", 0.5))
@@ -241,7 +242,7 @@ def test_leaderboard_from_ledger(tmp_path):
 
 # ------------------------------------------------------------------------------------------------- CLI
 def test_cli_errors_are_clear_and_lose_nothing(tmp_path, capsys, monkeypatch):
-    from cachecraft_lib.arena.ledger import Ledger
+    from cachecraft_lib.arena.scoring.ledger import Ledger
 
     root = tmp_path / "arena"
     assert main(["arena", "dev", "baseline:snapkv", "--board", "Z", "--profile", "smoke", "--root", str(root)]) == 2
@@ -268,7 +269,7 @@ def test_evaluate_on_the_tiny_model():
     """One context per task on smoke board A: the full cache keeps everything; a masking press keeps its
     entries physically; SnapKV's overhead is counted, StreamingLLM's is zero."""
     from cachecraft_lib.arena.evaluate import BoardRunner, baseline_contender
-    from cachecraft_lib.models import load_model
+    from cachecraft_lib.models.loading import load_model
     from cachecraft_lib.ruler import generate
 
     model, tokenizer = load_model("tiny", device="cpu", dtype="float32")

@@ -10,13 +10,13 @@ import pytest
 import torch
 from kvpress import AdaKVPress, ChunkKVPress, SnapKVPress
 
-from cachecraft_lib.arena.press import close_sandboxes, submission_press, trusted_press
-from cachecraft_lib.arena.submission import SubmissionError, load_submission
-from cachecraft_lib.prefill import SharedPrefill
-from cachecraft_lib.scorers import FRCScorerPress
+from cachecraft_lib.arena.submissions.folder import SubmissionError, load_submission
+from cachecraft_lib.arena.submissions.press import close_sandboxes, submission_press, trusted_press
+from cachecraft_lib.methods.scorers import FRCScorerPress
+from cachecraft_lib.models.prefill import SharedPrefill
 
 ASSETS = Path(__file__).parent / "assets" / "arena"
-FRC = Path(__file__).parents[1] / "cachecraft_lib" / "arena" / "submissions" / "frc"
+FRC = Path(__file__).parents[1] / "cachecraft_lib" / "arena" / "examples" / "frc"
 SNAPKV_METHOD = '''import math
 
 import numpy as np
@@ -51,7 +51,7 @@ class Method:
 
 @pytest.fixture(scope="module")
 def prefill():
-    from cachecraft_lib.models import load_model
+    from cachecraft_lib.models.loading import load_model
 
     model, _ = load_model("tiny", device="cpu", dtype="float32")
     torch.manual_seed(0)
@@ -114,9 +114,9 @@ def test_a_bad_method_fails_the_press_with_its_kind(prefill):
 
 @pytest.mark.parametrize("program", ["FRC_PROGRAM", "V1_PROGRAM"])
 def test_a_converted_policy_program_keeps_what_the_suite_keeps(prefill, tmp_path, program):
-    from cachecraft_lib import policy_programs
-    from cachecraft_lib.arena.convert import program_to_submission
-    from cachecraft_lib.presses import PolicyPress
+    from cachecraft_lib.arena.submissions.convert import program_to_submission
+    from cachecraft_lib.methods import programs as policy_programs
+    from cachecraft_lib.methods.registry import PolicyPress
 
     path = getattr(policy_programs, program)
     sub = program_to_submission(path, tmp_path / "sub", "converted")
@@ -128,8 +128,8 @@ def test_a_converted_policy_program_keeps_what_the_suite_keeps(prefill, tmp_path
 
 
 def test_converter_finds_a_runs_best_program_and_refuses_others(tmp_path):
-    from cachecraft_lib import policy_programs
-    from cachecraft_lib.arena.convert import find_program, program_to_submission
+    from cachecraft_lib.arena.submissions.convert import find_program, program_to_submission
+    from cachecraft_lib.methods import programs as policy_programs
 
     run = tmp_path / "run" / "seed42" / "best"
     run.mkdir(parents=True)

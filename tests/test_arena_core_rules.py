@@ -11,9 +11,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cachecraft_lib.arena import points, splits
-from cachecraft_lib.arena.gate import gate
-from cachecraft_lib.arena.ledger import Ledger, LedgerTampered, RateLimited
+from cachecraft_lib.arena.boards import splits
+from cachecraft_lib.arena.scoring import points
+from cachecraft_lib.arena.scoring.gate import gate
+from cachecraft_lib.arena.scoring.ledger import Ledger, LedgerTampered, RateLimited
 
 SECRET, OTHER = b"a" * 32, b"b" * 32
 STRONG = hashlib.sha256(b"cachecraft tests: core rules secret").hexdigest()  # 64 hex (notebook 07's kind)

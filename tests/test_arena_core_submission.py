@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cachecraft_lib.arena.sandbox import Limits, MethodSandbox, validate_indices, validate_scores
-from cachecraft_lib.arena.submission import SubmissionError, load_submission
+from cachecraft_lib.arena.submissions.folder import SubmissionError, load_submission
+from cachecraft_lib.arena.submissions.sandbox import Limits, MethodSandbox, validate_indices, validate_scores
 
 ASSETS = Path(__file__).parent / "assets" / "arena"
-FRC = Path(__file__).parents[1] / "cachecraft_lib" / "arena" / "submissions" / "frc"
+FRC = Path(__file__).parents[1] / "cachecraft_lib" / "arena" / "examples" / "frc"
 H, L, D, W, BUDGET = 2, 48, 8, 8, 12
 
 

@@ -12,15 +12,15 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from cachecraft_lib.arena import leaderboard, points
 from cachecraft_lib.arena.judges import BundleError, load_bundle, review, review_rules
 from cachecraft_lib.arena.judges.record import record_review
 from cachecraft_lib.arena.judges.similarity import normalise, similarity
-from cachecraft_lib.arena.ledger import Ledger
+from cachecraft_lib.arena.scoring import leaderboard, points
+from cachecraft_lib.arena.scoring.ledger import Ledger
 
 ASSETS = Path(__file__).parent / "assets" / "judges"
 JUDGE_ASSETS = ASSETS
-FRC = Path(__file__).parents[1] / "cachecraft_lib" / "arena" / "submissions" / "frc"
+FRC = Path(__file__).parents[1] / "cachecraft_lib" / "arena" / "examples" / "frc"
 KNORM_RENAMED = '''import numpy as np
 
 
@@ -174,7 +174,7 @@ def test_the_bundle_never_holds_anything_from_the_arenas_private_folder(tmp_path
     with pytest.raises(BundleError, match="private"):
         load_bundle(FRC, root / "private" / "units.json", events=[], arena_root=root)
     assert all(e.folder != load_bundle(FRC, events=[]).folder for e in load_bundle(FRC, events=[]).earlier)
-    from cachecraft_lib.arena.submission import load_submission
+    from cachecraft_lib.arena.submissions.folder import load_submission
 
     assert load_bundle(FRC).code_sha256 == load_submission(FRC).code_sha256  # a review names the ledger's code
 
@@ -198,7 +198,7 @@ def test_a_shipped_dev_report_is_ignored(tmp_path):
 @pytest.fixture(scope="module")
 def real_layers(tiny_model):
     """Real layers of smoke board A's model, drawn by the judge (a fixed seed here, for a stable test)."""
-    from cachecraft_lib.arena.boards import load_boards
+    from cachecraft_lib.arena.boards.boards import load_boards
     from cachecraft_lib.arena.judges.layers import board_layers
 
     return board_layers(*tiny_model, load_boards("smoke")["A"], seed=3_100_000_123)[0]

@@ -13,9 +13,9 @@ from kvpress import KnormPress, ScorerPress, SnapKVPress, StreamingLLMPress, TOV
 from kvpress.utils import compute_n_kept
 
 from cachecraft_lib.arena.judges import forms
-from cachecraft_lib.arena.method_api import Layer
-from cachecraft_lib.arena.press import key_positions, window_queries
-from cachecraft_lib.prefill import SharedPrefill
+from cachecraft_lib.arena.submissions.method_api import Layer
+from cachecraft_lib.arena.submissions.press import key_positions, window_queries
+from cachecraft_lib.models.prefill import SharedPrefill
 
 WINDOW, RATIO = 32, 0.5
 
@@ -38,7 +38,7 @@ class FormPress(ScorerPress):
 
 @pytest.fixture(scope="module")
 def prefill():
-    from cachecraft_lib.models import load_model
+    from cachecraft_lib.models.loading import load_model
 
     model, _ = load_model("tiny", device="cpu", dtype="float32")
     torch.manual_seed(0)

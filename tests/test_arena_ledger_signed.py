@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from cachecraft_lib.arena import signing
-from cachecraft_lib.arena.ledger import Ledger, LedgerTampered, _digest
+from cachecraft_lib.arena.scoring import signing
+from cachecraft_lib.arena.scoring.ledger import Ledger, LedgerTampered, _digest
 
 REPO = Path(__file__).parents[1]
 

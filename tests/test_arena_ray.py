@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 from kvpress import BasePress
 
+from cachecraft_lib.arena.arena import Arena
 from cachecraft_lib.arena.baselines import BASELINES, Baseline
-from cachecraft_lib.arena.harness import Arena
 
 pytestmark = pytest.mark.slow
 SECRET = b"arena-ray-test-secret-4f9c2e81d7a36b05e9d18c74a2f6b3e0"  # no runs or repeats: a strong secret
@@ -46,7 +46,7 @@ def _killing_snapkv(control: Path):
     """SnapKV's press, built in the worker; the worker kills itself (SIGKILL) at its second context, once:
     each build that goes on is logged with the worker's pid (one build per context at one budget)."""
     def build(ratio: float):
-        from cachecraft_lib.presses import make_press
+        from cachecraft_lib.methods.registry import make_press
 
         builds = control / f"builds-{os.getpid()}"
         count = len(builds.read_text()) if builds.exists() else 0
@@ -128,8 +128,8 @@ def test_a_raising_baseline_is_reported_and_the_others_are_recorded(ray_cluster,
 
 
 def test_a_killed_worker_is_retried_and_recomputes_no_finished_context(ray_cluster, serial, tmp_path):
+    from cachecraft_lib.arena.boards.items import board_items
     from cachecraft_lib.arena.evaluate import Contender
-    from cachecraft_lib.arena.items import board_items
     from cachecraft_lib.arena.ray_eval import RayArena
 
     control = ray_cluster / "kill"
@@ -148,7 +148,7 @@ def test_a_killed_worker_is_retried_and_recomputes_no_finished_context(ray_clust
 def test_a_crashing_submission_is_reported_as_on_the_serial_path(ray_cluster, tmp_path):
     from cachecraft_lib.arena.evaluate import submission_contender
     from cachecraft_lib.arena.ray_eval import RayArena, ray_dev
-    from cachecraft_lib.arena.submission import SubmissionError, load_submission
+    from cachecraft_lib.arena.submissions.folder import SubmissionError, load_submission
 
     crash = submission_contender(load_submission(Path(__file__).parent / "assets" / "arena" / "crash"))
     with _small(RayArena("smoke", tmp_path, progress=False)) as arena, pytest.raises(SubmissionError) as err:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from cachecraft_lib.arena import safe_files
+from cachecraft_lib.arena.submissions import safe_files
 
 
 def test_only_plain_files_inside_the_folder_are_read(tmp_path):

@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cachecraft_lib.arena import splits
-from cachecraft_lib.arena.harness import Arena
-from cachecraft_lib.arena.ledger import Ledger, RateLimited
-from cachecraft_lib.arena.submission import SubmissionError, author_key, load_submission
+from cachecraft_lib.arena.arena import Arena
+from cachecraft_lib.arena.boards import splits
+from cachecraft_lib.arena.scoring.ledger import Ledger, RateLimited
+from cachecraft_lib.arena.submissions.folder import SubmissionError, author_key, load_submission
 
 ASSETS = Path(__file__).parent / "assets" / "arena"
 # fixed public test secrets, 64 hex characters of a sha256 digest (notebook 07's kind): about 240 bits estimated
@@ -133,7 +133,7 @@ def test_results_live_under_the_entrys_ledger_id_and_never_overwrite(arena, tmp_
 
 
 def test_the_bytes_that_run_are_the_bytes_that_were_hashed(tmp_path):
-    from cachecraft_lib.arena.sandbox import MethodSandbox
+    from cachecraft_lib.arena.submissions.sandbox import MethodSandbox
 
     folder = _submission(tmp_path, "norms")
     original = (folder / "method.py").read_bytes()

@@ -7,9 +7,9 @@ import pytest
 from cachecraft_lib.grid import Cell, answer_one
 from cachecraft_lib.grid.decode import CacheRow, decode_rows
 from cachecraft_lib.grid.runner import own_prefill_row
-from cachecraft_lib.pipeline import Answerer
-from cachecraft_lib.prefill import SharedPrefill
-from cachecraft_lib.presses import REGISTRY, make_press
+from cachecraft_lib.methods.registry import REGISTRY, make_press
+from cachecraft_lib.models.pipeline import Answerer
+from cachecraft_lib.models.prefill import SharedPrefill
 from cachecraft_lib.profiles import EMBEDDED_MODEL
 
 pytestmark = pytest.mark.slow

@@ -14,7 +14,7 @@ import json
 import pytest
 import torch
 
-from cachecraft_lib.pipeline import TokenwiseQuestionPipeline
+from cachecraft_lib.models.pipeline import TokenwiseQuestionPipeline
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

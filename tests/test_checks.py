@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from cachecraft_lib import checks
-from cachecraft_lib.policy_programs import FRC_PROGRAM, V1_PROGRAM
+from cachecraft_lib.methods.programs import FRC_PROGRAM, V1_PROGRAM
+from cachecraft_lib.paper import checks
 
 
 def test_scorer_bounds_perfect_100_empty_0(ruler_1024):

@@ -143,7 +143,7 @@ def test_cap_too_small_is_refused_with_advice(tiny_model):
 def test_streamed_full_cache_answers_as_kvpress_pipeline(tiny_model, tiny_rows):
     """Without a cap, streaming the context in chunks answers exactly as KVPress's pipeline (one prefill)."""
     from cachecraft_lib.decoding.streaming import stream_answers
-    from cachecraft_lib.pipeline import make_pipeline
+    from cachecraft_lib.models.pipeline import make_pipeline
 
     model, tok = tiny_model
     row = tiny_rows.iloc[0]

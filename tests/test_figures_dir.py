@@ -6,8 +6,9 @@ import nbformat
 import pandas as pd
 import pytest
 
-from cachecraft_lib import paths, report
-from cachecraft_lib.notebooks import list_notebooks
+from cachecraft_lib import paths
+from cachecraft_lib.report import figures as report
+from cachecraft_lib.report.notebooks import list_notebooks
 
 
 @pytest.fixture

@@ -13,9 +13,10 @@ import pytest
 import tomllib
 import yaml
 
-from cachecraft_lib import cli, report
-from cachecraft_lib.notebooks import list_notebooks, notebook_has_outputs
+from cachecraft_lib import cli
 from cachecraft_lib.profiles import PROFILES, get_profile
+from cachecraft_lib.report import figures as report
+from cachecraft_lib.report.notebooks import list_notebooks, notebook_has_outputs
 
 REPO = Path(__file__).resolve().parents[1]
 

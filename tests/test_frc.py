@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from cachecraft_lib import frc
+from cachecraft_lib.methods import frc
 
 
 def reference_scores(attn: np.ndarray, window: int, weights) -> np.ndarray:

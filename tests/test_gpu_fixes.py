@@ -9,7 +9,8 @@ import warnings
 import pytest
 import torch
 
-from cachecraft_lib import frc, timers
+from cachecraft_lib.methods import frc
+from cachecraft_lib.util import timers
 
 
 @pytest.fixture()
@@ -30,7 +31,7 @@ def test_clock_waits_for_a_cuda_device_and_not_for_a_cpu(synchronize_calls):
 
 
 def test_shared_prefill_reads_a_synchronised_clock_around_its_forward(monkeypatch, tiny_model):
-    from cachecraft_lib import prefill
+    from cachecraft_lib.models import prefill
 
     model, _ = tiny_model
     readings = []

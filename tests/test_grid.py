@@ -109,8 +109,8 @@ def test_paper_grid_shape():
 @pytest.mark.parametrize("method", ["no_press", "frc", "chunkkv", "adasnapkv", "pyramidkv", "v1_tokenwise"])
 def test_shared_prefill_gives_the_pipeline_answers(tiny_model, tiny_rows, method):
     from cachecraft_lib.grid import answer_one
-    from cachecraft_lib.pipeline import Answerer
-    from cachecraft_lib.prefill import SharedPrefill
+    from cachecraft_lib.models.pipeline import Answerer
+    from cachecraft_lib.models.prefill import SharedPrefill
 
     model, tok = tiny_model
     answerer = Answerer(model, tok)

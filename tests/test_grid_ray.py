@@ -19,7 +19,7 @@ from cachecraft_lib.grid import Cell, grid_cells, run_grid
 from cachecraft_lib.grid.cost import PAPER_SHAPES, makespan, paper_grid_estimate, rows_per_batch
 from cachecraft_lib.grid.ray_runner import INSTALL_HINT, RayMissing, require_ray, task_resources
 from cachecraft_lib.grid.store import CellStore
-from cachecraft_lib.presses import REGISTRY, Method
+from cachecraft_lib.methods.registry import REGISTRY, Method
 from cachecraft_lib.profiles import EMBEDDED_MODEL, get_profile
 
 SMALL = dict(samples_per_task=2, ruler_source="offline", tasks=("niah_single_1", "vt"), max_new_tokens=6)
@@ -179,7 +179,9 @@ def _worker_hook(control: str):
     makes a worker kill itself (SIGKILL) before its decode number ``kill_after`` + 1, once per test."""
     def setup() -> None:
         from cachecraft_lib.grid import runner, store
-        from cachecraft_lib.presses import REGISTRY as registry  # the worker's own, not a pickled copy
+        from cachecraft_lib.methods.registry import (
+            REGISTRY as registry,  # the worker's own, not a pickled copy
+        )
 
         registry[RAISES] = RAISING
         folder, real_decode, real_append, calls = Path(control), runner.decode_rows, store.CellStore.append, {}

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from cachecraft_lib import ruler
-from cachecraft_lib.inspection import context_ids, scorer_kept_by_layer, scorer_needle_kept
-from cachecraft_lib.models import load_model
-from cachecraft_lib.prefill import SharedPrefill
+from cachecraft_lib.models.loading import load_model
+from cachecraft_lib.models.prefill import SharedPrefill
+from cachecraft_lib.report.inspection import context_ids, scorer_kept_by_layer, scorer_needle_kept
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +40,7 @@ def test_scorer_kept_positions_are_what_kvpress_keeps(tiny, sample):
 def test_needle_kept_reports_a_share_per_sample_and_layer(tiny, sample):
     from kvpress import SnapKVPress
 
-    from cachecraft_lib.presses import FRCPress
+    from cachecraft_lib.methods.registry import FRCPress
 
     model, tok = tiny
     table = scorer_needle_kept(model, tok, sample, SnapKVPress(compression_ratio=0.25))

@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from cachecraft_lib import ruler
-from cachecraft_lib.inspection import context_ids, prefill_text, token_span
-from cachecraft_lib.models import load_model
-from cachecraft_lib.pipeline import make_pipeline
+from cachecraft_lib.models.loading import load_model
+from cachecraft_lib.models.pipeline import make_pipeline
+from cachecraft_lib.report.inspection import context_ids, prefill_text, token_span
 
 
 @pytest.fixture(scope="module")

@@ -16,12 +16,12 @@ import torch
 
 from cachecraft_lib import ruler
 from cachecraft_lib.grid import Cell, run_grid
-from cachecraft_lib.inspection import context_ids, inspect_prefill, prefill_text, token_span
-from cachecraft_lib.instruct import END, START, is_ready
-from cachecraft_lib.model_names import INSTRUCT_DIR, INSTRUCT_LABEL
-from cachecraft_lib.models import is_embedded, is_instruct, load_model, model_label
-from cachecraft_lib.pipeline import Answerer, make_pipeline
+from cachecraft_lib.models.instruct import END, START, is_ready
+from cachecraft_lib.models.loading import is_embedded, is_instruct, load_model, model_label
+from cachecraft_lib.models.names import INSTRUCT_DIR, INSTRUCT_LABEL
+from cachecraft_lib.models.pipeline import Answerer, make_pipeline
 from cachecraft_lib.profiles import INSTRUCT_MODEL, get_profile
+from cachecraft_lib.report.inspection import context_ids, inspect_prefill, prefill_text, token_span
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_torch_thread")]
 TASKS = ("niah_single_2", "niah_multikey_1")

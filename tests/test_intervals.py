@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 
 from cachecraft_lib.grid.samples import CorruptResultWarning, load_samples, sample_score
-from cachecraft_lib.intervals import (
+from cachecraft_lib.ruler import score
+from cachecraft_lib.stats.intervals import (
     CONTRADICTED,
     INCONCLUSIVE,
     REPRODUCED,
@@ -25,7 +26,6 @@ from cachecraft_lib.intervals import (
     z_for_power,
     z_two_sided,
 )
-from cachecraft_lib.ruler import score
 
 
 def table(scores: dict[str, dict[str, list[float]]], model: str = "m", length: int = 1024) -> pd.DataFrame:
@@ -236,7 +236,7 @@ def test_corrupt_or_inconsistent_results_are_skipped_with_a_warning(tmp_path):
 
 
 def test_a_rank_correlation_over_programs_gets_a_bootstrap_interval():
-    from cachecraft_lib.intervals import over_rows
+    from cachecraft_lib.stats.intervals import over_rows
 
     rng = np.random.default_rng(3)
     x = rng.normal(size=60)

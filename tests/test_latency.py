@@ -7,8 +7,9 @@ import math
 import pandas as pd
 import pytest
 
-from cachecraft_lib import latency, timing_stats
-from cachecraft_lib.timing_stats import Spread, median_interval, paired_ratios, verdict
+from cachecraft_lib.paper import latency
+from cachecraft_lib.stats import timing as timing_stats
+from cachecraft_lib.stats.timing import Spread, median_interval, paired_ratios, verdict
 
 
 @pytest.fixture(scope="module")
@@ -135,7 +136,7 @@ def test_gpu_latency_script_writes_through_append_table():
 
 
 def test_one_three_valued_rule_for_timings_and_scores():
-    from cachecraft_lib.intervals import CONTRADICTED, REPRODUCED, against_range
+    from cachecraft_lib.stats.intervals import CONTRADICTED, REPRODUCED, against_range
 
     assert against_range(1.1, 1.3, 1.1, 1.3, closed=True) == REPRODUCED  # a timing range includes its bounds
     assert against_range(0.0, 2.0, 0.0, math.inf) is None  # a difference touching 0 allows both
@@ -144,7 +145,7 @@ def test_one_three_valued_rule_for_timings_and_scores():
 
 
 def test_cpu_timings_of_a_tiny_model_are_not_judged_against_the_h100_ranges():
-    from cachecraft_lib.timing_stats import paper_hardware
+    from cachecraft_lib.stats.timing import paper_hardware
 
     comparison = pd.DataFrame({"model": ["embedded tiny model", "llama-3.1-8b-shaped (random weights)"],
                                "here": [0.9, 1.2], "verdict": ["contradicted", "reproduced"]})

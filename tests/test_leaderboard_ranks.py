@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from cachecraft_lib.arena import leaderboard
-from cachecraft_lib.intervals import Interval, rank_range
+from cachecraft_lib.arena.scoring import leaderboard
+from cachecraft_lib.stats.intervals import Interval, rank_range
 
 
 def _entry(name: str, overall: float, half: float = 0.05, eligible: bool = True) -> dict:
@@ -66,7 +66,7 @@ def test_points_say_which_rule_awarded_them():
 def test_units_loader_reads_each_entrys_own_file_by_its_ledger_id(tmp_path):
     """The harness keeps per-unit values under ledger ids (baseline-<name>, entry-<seq>); the loader finds the
     latest entry of a name, so an entry resubmitted under the same name is paired with its own units."""
-    from cachecraft_lib.arena.ledger import Ledger
+    from cachecraft_lib.arena.scoring.ledger import Ledger
 
     ledger = Ledger(tmp_path / "ledger.jsonl")
     ledger.append("baseline", {"board": "A", "name": "snapkv", "round": 1})

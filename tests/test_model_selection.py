@@ -5,10 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from cachecraft_lib import model_names
 from cachecraft_lib.cli import build_parser
-from cachecraft_lib.model_names import INSTRUCT_DIR, INSTRUCT_LABEL, PROVENANCE
-from cachecraft_lib.models import (
+from cachecraft_lib.models import names as model_names
+from cachecraft_lib.models.loading import (
     ModelUnavailable,
     attention_implementation,
     is_embedded,
@@ -16,6 +15,7 @@ from cachecraft_lib.models import (
     model_label,
     resolve,
 )
+from cachecraft_lib.models.names import INSTRUCT_DIR, INSTRUCT_LABEL, PROVENANCE
 from cachecraft_lib.profiles import EMBEDDED_MODEL, INSTRUCT_MODEL, get_profile
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cachecraft_lib.models import ModelUnavailable, is_embedded, load_model, resolve
+from cachecraft_lib.models.loading import ModelUnavailable, is_embedded, load_model, resolve
 
 
 def test_hub_model_unreachable_is_a_clear_error(monkeypatch):

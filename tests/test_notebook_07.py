@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from cachecraft_lib.notebooks import list_notebooks, run_notebook
+from cachecraft_lib.report.notebooks import list_notebooks, run_notebook
 
 SUBMISSION = Path(__file__).parent / "assets" / "arena_boards" / "snap_nopool"
 

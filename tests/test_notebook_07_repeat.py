@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cachecraft_lib.notebooks import list_notebooks, run_notebook
+from cachecraft_lib.report.notebooks import list_notebooks, run_notebook
 
 
 @pytest.mark.slow

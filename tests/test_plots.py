@@ -12,7 +12,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from cachecraft_lib import plots  # noqa: E402
+from cachecraft_lib.report import plots  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

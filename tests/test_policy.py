@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cachecraft_lib.policy import PolicyLoadError, SelectionError, load_policy, validate_selection
+from cachecraft_lib.methods.policy import PolicyLoadError, SelectionError, load_policy, validate_selection
 
 L, R = 100, 0.5  # K = 50 tokens; 5 chunks of 20 -> keep 2
 

@@ -12,9 +12,10 @@ import shutil
 import numpy as np
 import pandas as pd
 
-from cachecraft_lib import analysis, claims, report
 from cachecraft_lib.grid.samples import load_samples
-from cachecraft_lib.precision import precision_table
+from cachecraft_lib.paper import analysis, claims
+from cachecraft_lib.paper.precision import precision_table
+from cachecraft_lib.report import figures as report
 from cachecraft_lib.ruler import score
 
 TASKS = ("niah_single_1", "vt", "qa_1")

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cachecraft_lib.precision import first_samples, precision_table
+from cachecraft_lib.paper.precision import first_samples, precision_table
 
 TASKS = ("niah_single_1", "vt", "qa_1")
 GRID = {("no_press", 0.0): 80, ("frc", 0.5): 70, ("snapkv", 0.5): 70.5, ("chunkkv", 0.5): 40,

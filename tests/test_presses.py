@@ -7,9 +7,9 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from cachecraft_lib.features import FEATURES, build_context, tail_attention
-from cachecraft_lib.policy_programs import FRC_PROGRAM, V1_PROGRAM
-from cachecraft_lib.presses import REGISTRY, FRCPress, PolicyPress, make_press
+from cachecraft_lib.methods.features import FEATURES, build_context, tail_attention
+from cachecraft_lib.methods.programs import FRC_PROGRAM, V1_PROGRAM
+from cachecraft_lib.methods.registry import REGISTRY, FRCPress, PolicyPress, make_press
 
 
 class Capture(FRCPress):
@@ -105,7 +105,7 @@ def test_v1_program_keeps_exactly_k_tokens(tiny_model, tiny_rows):
 
 
 def test_policy_press_rejects_a_hacked_program(tiny_model, tiny_rows):
-    from cachecraft_lib.policy import SelectionError
+    from cachecraft_lib.methods.policy import SelectionError
 
     model, tok = tiny_model
     hack = FRC_PROGRAM.read_text().replace("return topk_chunks(scores, ctx)", "return list(range(ctx.L))")
@@ -125,7 +125,7 @@ def test_every_registry_name_answers_on_the_embedded_model(tiny_answerer, tiny_r
 @pytest.mark.slow
 def test_tokenwise_pipeline_matches_the_stock_pipeline(tiny_model, tiny_rows):
     """Same answers wherever the stock pipeline works; FRC/ChunkKV break it on CPU when a layer keeps a short chunk."""
-    from cachecraft_lib.pipeline import make_pipeline
+    from cachecraft_lib.models.pipeline import make_pipeline
 
     model, tok = tiny_model
     stock, tokenwise = make_pipeline(model, tok), make_pipeline(model, tok, tokenwise=True)
@@ -153,7 +153,7 @@ def test_make_press_rejects_bad_input():
 
 
 def test_policy_press_accepts_a_policy_object(tiny_model, tiny_rows):
-    from cachecraft_lib.policy import topk_tokens
+    from cachecraft_lib.methods.policy import topk_tokens
 
     class Recent:
         """Keep the K most recent tokens (a policy as a plain object)."""

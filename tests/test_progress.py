@@ -11,11 +11,11 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from cachecraft_lib import run_timings
-from cachecraft_lib.notebook_progress import Progress, clock
+from cachecraft_lib.report import run_timings
+from cachecraft_lib.report.notebook_progress import Progress, clock
 
 LOOP = """import time
-import cachecraft_lib.progress as progress
+import cachecraft_lib.util.progress as progress
 progress.HEADLESS_DELAY, progress.HEADLESS_INTERVAL = 0, 0.05
 for i in progress.tqdm(range(6), desc="long loop", disable=True):  # a notebook's widgets off: the log still shows it
     time.sleep(0.2)"""
@@ -29,7 +29,7 @@ def _notebook(folder: Path) -> Path:
     params.metadata["tags"] = ["parameters"]
     nb.cells = [nbformat.v4.new_markdown_cell("# a tiny notebook"), params, nbformat.v4.new_code_cell(LOOP),
                 nbformat.v4.new_code_cell("time.sleep(2.6)  # quiet and long"),
-                nbformat.v4.new_code_cell("from cachecraft_lib.notebooks import record\nrecord(done=True)")]
+                nbformat.v4.new_code_cell("from cachecraft_lib.report.notebooks import record\nrecord(done=True)")]
     path = folder / "00_tiny.ipynb"
     nbformat.write(nb, str(path))
     return path
@@ -49,8 +49,8 @@ def test_a_headless_run_shows_cells_bars_and_a_heartbeat(tmp_path, capfd, monkey
     from cachecraft_lib.cli import main
 
     book = _notebook(tmp_path)
-    monkeypatch.setattr("cachecraft_lib.notebooks.list_notebooks", lambda only=None: [book])
-    monkeypatch.setattr("cachecraft_lib.notebook_progress.HEARTBEAT", 1.0)
+    monkeypatch.setattr("cachecraft_lib.report.notebooks.list_notebooks", lambda only=None: [book])
+    monkeypatch.setattr("cachecraft_lib.report.notebook_progress.HEARTBEAT", 1.0)
     monkeypatch.setattr(run_timings, "timings_path", lambda profile: tmp_path / "runs" / profile / "timings.csv")
     doc = tmp_path / "timings.md"
     doc.write_text("# timings\n<!-- timings:smoke:begin -->\nold\n<!-- timings:smoke:end -->\nafter\n")
@@ -76,7 +76,7 @@ def test_a_headless_run_shows_cells_bars_and_a_heartbeat(tmp_path, capfd, monkey
 
 
 def test_a_quiet_run_prints_nothing_and_still_records(tmp_path, capfd):
-    from cachecraft_lib.notebooks import read_records, run_notebook
+    from cachecraft_lib.report.notebooks import read_records, run_notebook
 
     run = run_notebook(_notebook(tmp_path), "smoke", out_dir=tmp_path / "out", figures=tmp_path / "f")
     assert run.records == {"done": True} == read_records(run.executed)
@@ -96,7 +96,7 @@ def test_timings_table_keeps_the_latest_run_per_notebook(tmp_path):
 
 @pytest.mark.parametrize("on", ["1", ""])
 def test_library_bars_are_text_only_when_headless(monkeypatch, on):
-    from cachecraft_lib import progress
+    from cachecraft_lib.util import progress
 
     monkeypatch.setenv(progress.HEADLESS_ENV, on)
     bar = progress.tqdm(total=3, disable=True)

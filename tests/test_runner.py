@@ -5,7 +5,7 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-from cachecraft_lib.notebooks import NotebookFailed, notebook_has_outputs, run_notebook, strip_outputs
+from cachecraft_lib.report.notebooks import NotebookFailed, notebook_has_outputs, run_notebook, strip_outputs
 
 
 def _notebook(path, body: str):
@@ -22,7 +22,7 @@ def _notebook(path, body: str):
 
 @pytest.mark.slow
 def test_runner_injects_profile_and_reads_records(tmp_path):
-    book = _notebook(tmp_path / "01_demo.ipynb", "from cachecraft_lib.notebooks import record\n"
+    book = _notebook(tmp_path / "01_demo.ipynb", "from cachecraft_lib.report.notebooks import record\n"
                                                  "record(profile=p.name, lengths=list(p.lengths), scaled=SCALE * 2)")
     run = run_notebook(book, "smoke", out_dir=tmp_path / "out", parameters={"SCALE": 21}, figures=tmp_path / "f")
     assert run.records == {"profile": "smoke", "lengths": [1024, 2048], "scaled": 42}

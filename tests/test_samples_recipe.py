@@ -11,9 +11,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cachecraft_lib import analysis, report
-from cachecraft_lib.intervals import paired_bootstrap
+from cachecraft_lib.paper import analysis
 from cachecraft_lib.paths import REPO
+from cachecraft_lib.report import figures as report
+from cachecraft_lib.stats.intervals import paired_bootstrap
 
 DOC = REPO / "docs" / "uncertainty.md"
 CELL = "ruler__1024__tiny-ruler-llama__frc__0.88__n12__seed42__offline"
@@ -85,8 +86,8 @@ def test_the_committed_decomposition_samples_reproduce_its_tables():
 
 
 def test_the_committed_latency_repeats_reproduce_the_latency_tables():
-    from cachecraft_lib import latency
-    from cachecraft_lib.timing_stats import paper_hardware
+    from cachecraft_lib.paper import latency
+    from cachecraft_lib.stats.timing import paper_hardware
 
     samples = _committed("06_latency.csv.gz")
     table = pd.read_csv(REPO / "figures" / "table_latency_ratios.csv")

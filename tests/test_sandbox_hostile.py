@@ -12,8 +12,8 @@ import time
 import pytest
 from sandbox_helpers import SCALARS, cgroup_names, layer_arrays, listener, method_box, processes_in
 
-from cachecraft_lib.arena.sandbox import Limits
-from cachecraft_lib.arena.submission import SubmissionError
+from cachecraft_lib.arena.submissions.folder import SubmissionError
+from cachecraft_lib.arena.submissions.sandbox import Limits
 from cachecraft_lib.sandbox import FULL, boundary
 
 SECRET = "s3cr3t-" + "0123456789abcdef"
@@ -186,7 +186,7 @@ def test_the_wall_budget_is_per_evaluation_not_per_context(tmp_path):
     import pandas as pd
 
     from cachecraft_lib.arena.evaluate import over_contexts
-    from cachecraft_lib.arena.press import sandbox_for
+    from cachecraft_lib.arena.submissions.press import sandbox_for
 
     box = method_box(tmp_path, "arena_sleep_under_limit", seconds=0.4)
     limits, done = Limits(timeout_s=2.0, memory_mb=256, wall_s=2.5), []

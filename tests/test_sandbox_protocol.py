@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from sandbox_helpers import SCALARS, layer_arrays, submission
 
-from cachecraft_lib.arena.sandbox import MethodSandbox
-from cachecraft_lib.arena.submission import SubmissionError
+from cachecraft_lib.arena.submissions.folder import SubmissionError
+from cachecraft_lib.arena.submissions.sandbox import MethodSandbox
 from cachecraft_lib.sandbox import Failure, FrameError
 from cachecraft_lib.sandbox.runtime import frames
 from cachecraft_lib.sandbox.watch import Process

@@ -11,8 +11,8 @@ import pytest
 import torch
 from sandbox_helpers import HOSTILE, filled, listener, processes_in
 
-from cachecraft_lib import frc
-from cachecraft_lib.features import FEATURES, FeatureContext
+from cachecraft_lib.methods import frc
+from cachecraft_lib.methods.features import FEATURES, FeatureContext
 from cachecraft_lib.sandbox import FULL
 from cachecraft_lib.sandbox.runtime import policy_api
 from cachecraft_lib.search.sandbox import CandidateFailed, Sandbox
@@ -80,7 +80,7 @@ def test_escaping_the_hook_leaves_no_process():
 
 
 def test_the_seeds_run_in_the_sandbox_as_in_process():
-    from cachecraft_lib.policy import load_policy, run_policy
+    from cachecraft_lib.methods.policy import load_policy, run_policy
 
     for path in sorted(__import__("pathlib").Path(seeds_path[0]).glob("*.py")):
         if path.name == "__init__.py":

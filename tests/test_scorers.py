@@ -13,10 +13,10 @@ from kvpress import (
 )
 from transformers import DynamicCache
 
-from cachecraft_lib.pipeline import make_pipeline
-from cachecraft_lib.policy_programs import FRC_PROGRAM
-from cachecraft_lib.prefill import SharedPrefill
-from cachecraft_lib.scorers import FRCPress, FRCScorerPress, PolicyScorerPress, WholeChunkPress
+from cachecraft_lib.methods.programs import FRC_PROGRAM
+from cachecraft_lib.methods.scorers import FRCPress, FRCScorerPress, PolicyScorerPress, WholeChunkPress
+from cachecraft_lib.models.pipeline import make_pipeline
+from cachecraft_lib.models.prefill import SharedPrefill
 
 pytestmark = pytest.mark.slow
 

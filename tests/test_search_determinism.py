@@ -15,13 +15,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cachecraft_lib.features import FEATURES, FeatureContext
-from cachecraft_lib.frc import n_kept_tokens
+from cachecraft_lib.methods.features import FEATURES, FeatureContext
+from cachecraft_lib.methods.frc import n_kept_tokens
 from cachecraft_lib.profiles import get_profile
 from cachecraft_lib.search import mutator, runlog
 from cachecraft_lib.search.determinism import deterministic_env, hash_seed_fixed
 from cachecraft_lib.search.evolve import search_seeds, seed_folder
-from cachecraft_lib.search.fresh import profile_from_dict
+from cachecraft_lib.search.isolate import profile_from_dict
 from cachecraft_lib.search.sandbox import CandidateFailed, Sandbox
 from cachecraft_lib.search.seeds import SEEDS
 
@@ -60,12 +60,12 @@ def test_deterministic_env_fixes_the_hash_seed_of_a_child():
 def test_runner_starts_kernels_with_the_fixed_hash_seed(tmp_path, monkeypatch):
     import nbformat
 
-    from cachecraft_lib.notebooks import run_notebook
+    from cachecraft_lib.report.notebooks import run_notebook
 
     monkeypatch.delenv("PYTHONHASHSEED", raising=False)
     nb = nbformat.v4.new_notebook(cells=[
         nbformat.v4.new_code_cell('PROFILE = "smoke"', metadata={"tags": ["parameters"]}),
-        nbformat.v4.new_code_cell("import sys\nfrom cachecraft_lib.notebooks import record\n"
+        nbformat.v4.new_code_cell("import sys\nfrom cachecraft_lib.report.notebooks import record\n"
                                   "record(flag=sys.flags.hash_randomization)")],
         metadata={"kernelspec": {"name": "python3", "language": "python", "display_name": "Python 3"},
                   "language_info": {"name": "python"}})

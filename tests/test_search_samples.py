@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from cachecraft_lib.features import layer_contexts
-from cachecraft_lib.pipeline import TokenwiseQuestionPipeline
-from cachecraft_lib.prefill import SharedPrefill
+from cachecraft_lib.methods.features import layer_contexts
+from cachecraft_lib.models.pipeline import TokenwiseQuestionPipeline
+from cachecraft_lib.models.prefill import SharedPrefill
 from cachecraft_lib.search.samples import StageSample, answer, build_sample
 
 

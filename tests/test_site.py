@@ -15,11 +15,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from cachecraft_lib.arena.ledger import Ledger
+from cachecraft_lib.arena.scoring.ledger import Ledger
 from cachecraft_lib.arena.site import write_site
 from cachecraft_lib.arena.site.data import rank_range, slug
 from cachecraft_lib.arena.site.markup import markdown
-from cachecraft_lib.arena.submission import load_submission
+from cachecraft_lib.arena.submissions.folder import load_submission
 
 GOOD = Path(__file__).parent / "assets" / "arena" / "good_scores"
 HOSTILE = ("\n## Evil\n<script>document.title='PWNED';document.body.setAttribute('data-pwned','1')</script>\n"
@@ -135,7 +135,7 @@ def test_links_in_a_submission_folder_publish_nothing_private(arena, tmp_path):
 
 def _strip_signatures(ledger: Path, rules_version: str | None = None) -> None:
     """Signatures, ``ledger.pub`` and the head removed, a score edited, the chain recomputed (the downgrade)."""
-    from cachecraft_lib.arena.ledger import GENESIS, _digest
+    from cachecraft_lib.arena.scoring.ledger import GENESIS, _digest
 
     out, prev = [], GENESIS
     for line in ledger.read_text().splitlines():

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from cachecraft_lib.models import load_model, resolve
+from cachecraft_lib.models.loading import load_model, resolve
 from cachecraft_lib.ruler import generate
 from cachecraft_lib.tiny.measure import smoke_scores
 from cachecraft_lib.tiny.render import answer_text, render_ids
@@ -163,7 +163,7 @@ def test_card_tables_round_like_the_bar_lines():
 def test_compression_still_matters_on_the_shipped_weights(tiny):
     """The half of the bar the shipped weights meet: StreamingLLM at r = 0.88 keeps only the start and the end
     of the context, so needles in between are lost and it scores far below no compression (card: 6 vs 75)."""
-    from cachecraft_lib.presses import make_press
+    from cachecraft_lib.methods.registry import make_press
     from cachecraft_lib.ruler import score
     from cachecraft_lib.tiny.measure import EVAL_SEED, predict
 
@@ -199,7 +199,7 @@ def test_banning_repeats_makes_a_repeating_model_move_on_to_its_next_choice():
     from kvpress import KVPressTextGenerationPipeline
     from transformers import AutoTokenizer
 
-    from cachecraft_lib.pipeline import NoRepeatPipeline
+    from cachecraft_lib.models.pipeline import NoRepeatPipeline
 
     tok = AutoTokenizer.from_pretrained("tests/assets/tokenizer")
     first, second = (tok.encode(w, add_special_tokens=False)[0] for w in (" the", " and"))

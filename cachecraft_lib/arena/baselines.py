@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from kvpress import BasePress, KVzipPress, RandomPress
 
-from ..presses import make_press
+from ..methods.registry import make_press
 
 RANDOM_SEED = 0
 

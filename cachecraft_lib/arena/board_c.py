@@ -35,7 +35,7 @@ from kvpress import KVPressTextGenerationPipeline
 from ..decoding.capped import CappedGenerator
 from ..decoding.methods import cap_method
 from ..grid.decode import stop_ids
-from .boards import Board
+from .boards.boards import Board
 from .evaluate import FULL, ROW_COLUMNS, Contender, count_flops, over_contexts
 
 C_COLUMNS = ROW_COLUMNS + ["generated_tokens", "cap", "max_cache"]
@@ -48,7 +48,7 @@ class CapExceeded(RuntimeError):
 def score_answer(task: str, answer: str, refs: Any) -> float:
     """0-100: RULER's metric for RULER tasks, the math-answer checker (pass@1) for MATH-500."""
     if task == "math500":
-        from .math_answers import grade
+        from .boards.math_answers import grade
 
         return 100.0 * grade(answer, list(refs)[0])
     from ..ruler.scoring import as_refs, clean_prediction, metric_for
@@ -76,11 +76,11 @@ class DecodeBoardRunner:
             if c.decode is not None:
                 continue
             if c.kind == "submission":
-                from .submission import SubmissionError
+                from .submissions.folder import SubmissionError
 
                 raise SubmissionError("bad_method", f"board {self.board.name} evicts while decoding: class Method "
                                                     "must define decode(layer)")
-            from .boards import BoardError
+            from .boards.boards import BoardError
 
             raise BoardError(f"{c.name} has no decode-time method; board {self.board.name}'s baselines: "
                              f"{', '.join(self.board.baselines)}")

@@ -18,9 +18,9 @@ from kvpress.utils import get_prerope_query_states
 
 from ..decoding.attention import rotate
 from ..decoding.capped import CapMethod, LayerRecord
-from .press import sandbox_for
-from .sandbox import Limits
-from .submission import Submission, SubmissionError
+from .submissions.folder import Submission, SubmissionError
+from .submissions.press import sandbox_for
+from .submissions.sandbox import Limits
 
 DECODE_WINDOW = 8
 

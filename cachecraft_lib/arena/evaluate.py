@@ -31,12 +31,12 @@ from kvpress import BasePress
 from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
 
 from ..grid.decode import CacheRow, decode_rows
-from ..pipeline import make_pipeline
-from ..prefill import SharedPrefill
-from ..progress import tqdm
+from ..models.pipeline import make_pipeline
+from ..models.prefill import SharedPrefill
 from ..ruler.scoring import as_refs, clean_prediction, metric_for
+from ..util.progress import tqdm
 from .baselines import baseline
-from .boards import Board
+from .boards.boards import Board
 
 FULL = "full"
 ROW_COLUMNS = ["method", "budget", "item", "context_id", "task", "length", "score", "predicted_answer",
@@ -68,7 +68,7 @@ def over_contexts(items: pd.DataFrame, one: Callable[[pd.DataFrame], list[dict]]
     """The rows of ``one(group)`` for each context of ``items`` in order (one progress bar for both runners).
     Every submission's sandbox ends before each context: a method keeps no state from one context to the next
     (it cannot count contexts, nor tell a split by their number)."""
-    from .press import close_sandboxes, start_evaluation
+    from .submissions.press import close_sandboxes, start_evaluation
 
     start_evaluation()  # one wall-clock budget per submission for the whole evaluation, not per context
     rows: list[dict] = []
@@ -95,7 +95,7 @@ def baseline_contender(name: str) -> Contender:
 def submission_contender(sub: Any, **limits: Any) -> Contender:
     """A checked submission (``submission.Submission``) through arena-core's sandboxed press; on board C its
     ``decode`` hook through the capped generator (``arena.decode``)."""
-    from .press import submission_press
+    from .submissions.press import submission_press
 
     decode = None
     if getattr(sub, "decode", False):

@@ -32,10 +32,10 @@ from typing import Any
 
 import pandas as pd
 
-from ..ray_util import Tracker, collect, ray_session, task_resources
-from .boards import Board
+from ..util.ray import Tracker, collect, ray_session, task_resources
+from .arena import Arena
+from .boards.boards import Board
 from .evaluate import FULL, Contender
-from .harness import Arena
 
 
 class ContendersFailed(RuntimeError):
@@ -85,7 +85,7 @@ class RayArena(Arena):
         if name not in self._tokenizers:
             from transformers import AutoTokenizer
 
-            from ..models import resolve
+            from ..models.loading import resolve
 
             tokenizer = AutoTokenizer.from_pretrained(resolve(name))
             if tokenizer.pad_token_id is None:
@@ -167,7 +167,7 @@ def _raise_failed(failed: dict[str, tuple[str, str | None]]) -> None:
     if not failed:
         return
     if all(kind is not None for _, kind in failed.values()):
-        from .submission import SubmissionError
+        from .submissions.folder import SubmissionError
 
         reason, kind = next(iter(failed.values()))
         raise SubmissionError(kind, reason.split(": ", 2)[-1])
@@ -215,7 +215,7 @@ class _Evaluator:
     """A Ray actor: the model, loaded once, evaluating chunks of contexts into the parts folder."""
 
     def __init__(self, model: str, device: str | None, dtype: str) -> None:
-        from ..models import load_model
+        from ..models.loading import load_model
 
         self.model, self.tokenizer = load_model(model, device=device, dtype=dtype)
 
@@ -249,8 +249,8 @@ class _Evaluator:
 
     def _one_by_one(self, runner: Any, items: pd.DataFrame, todo: list[Contender],
                     failed: dict) -> pd.DataFrame:
-        from ..prefill import SharedPrefill
-        from .submission import SubmissionError
+        from ..models.prefill import SharedPrefill
+        from .submissions.folder import SubmissionError
 
         frames = []
         for c in [None, *todo]:

@@ -15,7 +15,7 @@ BOARD_HELP = "board name (A, B_online, B_offline, C)"
 
 
 def _arena(args: argparse.Namespace):
-    from ..arena.harness import Arena
+    from ..arena.arena import Arena
 
     root = Path(args.root) if args.root else None
     if getattr(args, "ray", None) is not None:  # dev and baselines with --ray
@@ -28,14 +28,14 @@ def _arena(args: argparse.Namespace):
 
 def _known_errors() -> tuple[type[BaseException], ...]:
     """Errors that mean bad input, not a bug: reported in one line."""
-    from ..arena.boards import BoardError
-    from ..ray_util import RayMissing
+    from ..arena.boards.boards import BoardError
+    from ..util.ray import RayMissing
 
     errors: list[type[BaseException]] = [BoardError, FileNotFoundError, RayMissing]
-    for module, names in (("submission", ("SubmissionError",)), ("splits", ("SecretMissing", "SecretMismatch")),
-                          ("signing", ("KeyMissing",)),
-                          ("calibrate", ("CalibrationFailed",)),
-                          ("ledger", ("LedgerTampered", "RateLimited")),
+    for module, names in (("submissions.folder", ("SubmissionError",)), ("boards.splits", ("SecretMissing", "SecretMismatch")),
+                          ("scoring.signing", ("KeyMissing",)),
+                          ("calibration", ("CalibrationFailed",)),
+                          ("scoring.ledger", ("LedgerTampered", "RateLimited")),
                           ("ray_eval", ("ContendersFailed", "ChunksFailed"))):
         try:
             mod = __import__(f"cachecraft_lib.arena.{module}", fromlist=list(names))
@@ -47,7 +47,7 @@ def _known_errors() -> tuple[type[BaseException], ...]:
 
 def _guard(func):
     def run(args: argparse.Namespace) -> int:
-        from ..arena.math500 import NotMeasurable
+        from ..arena.boards.math500 import NotMeasurable
 
         try:
             return int(func(args) or 0)
@@ -61,14 +61,14 @@ def _guard(func):
 
 
 def _cmd_boards(args: argparse.Namespace) -> int:
-    from ..arena.boards import boards_table
+    from ..arena.boards.boards import boards_table
 
     print(boards_table(_arena(args).boards).to_string(index=False))
     return 0
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from ..arena.submission import load_submission
+    from ..arena.submissions.folder import load_submission
 
     sub = load_submission(args.folder)
     hooks = [h for h, on in (("score", sub.returns == "scores"), ("keep", sub.returns == "indices"),
@@ -86,7 +86,7 @@ def _cmd_dev(args: argparse.Namespace) -> int:
     if args.folder.startswith("baseline:"):
         contender = baseline_contender(args.folder[len("baseline:"):])
     else:
-        from ..arena.submission import load_submission
+        from ..arena.submissions.folder import load_submission
 
         contender = submission_contender(load_submission(args.folder), **_sandbox_limits(args))
     if args.ray is not None:
@@ -106,7 +106,7 @@ def _cmd_dev(args: argparse.Namespace) -> int:
 
 
 def _secret():
-    from ..arena.splits import load_secret
+    from ..arena.boards.splits import load_secret
 
     return load_secret()
 
@@ -151,7 +151,7 @@ def _cmd_submit(args: argparse.Namespace) -> int:
 
 
 def _cmd_leaderboard(args: argparse.Namespace) -> int:
-    from ..arena import leaderboard
+    from ..arena.scoring import leaderboard
 
     arena = _arena(args)
     events = arena.ledger.events()
@@ -178,8 +178,8 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:
-    from ..arena.boards import write_budgets
-    from ..arena.calibrate import CANDIDATES, best_share_intervals, calibrate_board
+    from ..arena.boards.boards import write_budgets
+    from ..arena.calibration import CANDIDATES, best_share_intervals, calibrate_board
     from ..arena.evaluate import baseline_contender
 
     arena = _arena(args)

@@ -52,12 +52,12 @@ def add_judge_verb(verb: Callable[[str, Callable, str], argparse.ArgumentParser]
 
 
 def _errors() -> tuple[type[BaseException], ...]:
-    from ..arena.boards import BoardError
+    from ..arena.boards.boards import BoardError
     from ..arena.judges.bundle import BundleError
     from ..arena.judges.llm import JudgeConfigError, JudgeConnectionError
     from ..arena.judges.review import ReviewError
-    from ..arena.ledger import LedgerTampered
-    from ..arena.submission import SubmissionError
+    from ..arena.scoring.ledger import LedgerTampered
+    from ..arena.submissions.folder import SubmissionError
 
     return BundleError, ReviewError, JudgeConfigError, JudgeConnectionError, LedgerTampered, SubmissionError, \
         BoardError
@@ -78,14 +78,14 @@ def _dev_report_path(arena, board: str, name: str) -> Path:
 def _judge(args: argparse.Namespace) -> int:
     import yaml
 
-    from ..arena.harness import Arena
+    from ..arena.arena import Arena
     from ..arena.judges import load_bundle, review
     from ..arena.judges.bundle import BundleError, save_dev_report
 
     folder = Path(args.folder)
     if not (folder / "metadata.yaml").is_file():
         raise BundleError(f"{folder} is not a submission folder (no metadata.yaml); see "
-                          "cachecraft_lib/arena/submissions/frc/ for one")
+                          "cachecraft_lib/arena/examples/frc/ for one")
     meta = yaml.safe_load((folder / "metadata.yaml").read_text(encoding="utf-8")) or {}
     boards = meta.get("boards") or []
     board = args.board or (boards[0] if isinstance(boards, list) and boards else boards or None)
@@ -97,7 +97,7 @@ def _judge(args: argparse.Namespace) -> int:
     stored = _dev_report_path(arena, board, name)
     if args.run_dev:
         from ..arena.evaluate import submission_contender
-        from ..arena.submission import load_submission
+        from ..arena.submissions.folder import load_submission
 
         sub = load_submission(folder)
         save_dev_report(arena.dev(board, submission_contender(sub)), sub.name, stored, arena.boards[board].label)

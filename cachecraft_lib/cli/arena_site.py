@@ -12,7 +12,7 @@ SITE_HELP = ("write the leaderboard as a static site (index of boards and rules,
 
 
 def _cmd_site(args: argparse.Namespace) -> int:
-    from ..arena.harness import Arena
+    from ..arena.arena import Arena
     from ..arena.site import write_site
 
     arena = Arena(args.profile, Path(args.root) if args.root else None)

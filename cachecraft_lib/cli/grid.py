@@ -67,7 +67,7 @@ def _report(summary) -> int:
 def _cmd_estimate(args: argparse.Namespace) -> int:
     """The paper grid's GPU hours from the batched engine's cost model (question side from offline RULER rows)."""
     from ..grid.cost import describe, paper_grid_estimate
-    from ..models import load_model
+    from ..models.loading import load_model
     from ..profiles import EMBEDDED_MODEL
     from ..ruler import load
 

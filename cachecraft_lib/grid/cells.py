@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ..presses import REGISTRY
+from ..methods.registry import REGISTRY
 from ..profiles import Profile
 
 

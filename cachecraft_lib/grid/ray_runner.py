@@ -20,7 +20,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..ray_util import INSTALL_HINT, RayMissing, Tracker, collect, ray_session, require_ray, task_resources
+from ..util.ray import INSTALL_HINT, RayMissing, Tracker, collect, ray_session, require_ray, task_resources
 from .cells import Cell
 from .runner import check_options, group_cells, run_group, summarize
 from .store import CellStore
@@ -58,7 +58,7 @@ def run_grid_ray(cells: list[Cell], out_dir: str | Path, address: str | None = N
 def _group_task(members: list[Cell], out_dir: str, device: str | None, dtype: str, batch_size: int | None,
                 decode: str, tracker: Any) -> dict[str, str]:
     """One Ray task: load the group's model, ``run_group`` into the shared store; {cell key: reason} failed."""
-    from ..models import load_model
+    from ..models.loading import load_model
 
     model, tokenizer = load_model(members[0].model, device=device, dtype=dtype)
     return run_group(members, CellStore(out_dir), model, tokenizer, decode=decode, batch_size=batch_size,

@@ -30,13 +30,13 @@ from typing import Any
 import pandas as pd
 import torch
 
-from ..models import load_model
-from ..pipeline import Answerer, tokenwise_question
-from ..prefill import SharedPrefill
-from ..presses import REGISTRY, make_press
-from ..progress import tqdm
+from ..methods.registry import REGISTRY, make_press
+from ..models.loading import load_model
+from ..models.pipeline import Answerer, tokenwise_question
+from ..models.prefill import SharedPrefill
 from ..ruler import load
-from ..timers import clock
+from ..util.progress import tqdm
+from ..util.timers import clock
 from .cells import Cell
 from .decode import CacheRow, decode_rows
 from .store import CellStore, dataset_fingerprint, fingerprint, load_failures, load_results

@@ -1,4 +1,4 @@
-"""Per-sample RULER scores of grid cells: the input of the paired bootstrap (``cachecraft_lib.intervals``).
+"""Per-sample RULER scores of grid cells: the input of the paired bootstrap (``cachecraft_lib.stats.intervals``).
 
 A cell's ``result.json`` keeps every prediction; scoring each row on its own (the same clean-up and
 substring match as ``ruler.score``, unrounded) gives one score per sample whose task means and aggregate

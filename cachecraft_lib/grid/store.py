@@ -17,10 +17,10 @@ import torch
 import yaml
 
 from .. import __version__
-from ..atomic import atomic_write_text
-from ..models import is_embedded
-from ..presses import REGISTRY, make_press
+from ..methods.registry import REGISTRY, make_press
+from ..models.loading import is_embedded
 from ..ruler import GENERATOR_VERSION, score
+from ..util.atomic import atomic_write_text
 from .cells import Cell
 
 log = logging.getLogger(__name__)

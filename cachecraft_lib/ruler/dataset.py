@@ -13,8 +13,8 @@ from typing import Any
 
 import pandas as pd
 
-from ..atomic import atomic_write
-from ..progress import tqdm
+from ..util.atomic import atomic_write
+from ..util.progress import tqdm
 from .tasks import GENERATORS, SUBSTITUTES, TaskState
 from .templates import MAX_NEW_TOKENS, TASKS, split_context_question, task_family
 from .tokens import TokenCounter, as_counter

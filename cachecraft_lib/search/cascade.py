@@ -29,8 +29,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..models import load_model
-from ..pipeline import TokenwiseQuestionPipeline
+from ..models.loading import load_model
+from ..models.pipeline import TokenwiseQuestionPipeline
 from ..ruler import load, score
 from .samples import StageSample, answer, build_sample
 from .sandbox import CandidateFailed, Sandbox

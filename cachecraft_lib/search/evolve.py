@@ -7,7 +7,7 @@ Determinism: with the offline mutator a run repeats exactly for a ``random_seed`
 code sets what that needs (``determinism``): one worker, seeded program ids, a CPU-time limit on candidates
 (a loaded machine cannot turn a slow candidate into a timed-out one) and a fixed string hash. The hash seed
 only takes effect when an interpreter starts, so a process without it runs the search in a fresh one
-(``fresh``); ``cachecraft reproduce`` starts its kernels with it. Resuming from a checkpoint is not identical
+(``isolate``); ``cachecraft reproduce`` starts its kernels with it. Resuming from a checkpoint is not identical
 to an uninterrupted run (OpenEvolve re-seeds its RNG on load): ``run_info.txt`` says when a run was resumed.
 An LLM mutator is deterministic only as far as the server honours OpenEvolve's per-iteration ``seed``
 (Ollama does, on the same hardware and model).
@@ -145,7 +145,7 @@ async def evolve_async(seed: str | Path, iterations: int, out_dir: str | Path, p
     if isolate is None:
         isolate = not hash_seed_fixed()
     if isolate:
-        from .fresh import run_spec, write_spec
+        from .isolate import run_spec, write_spec
 
         print("this interpreter's string hashes are randomised: running the search in a fresh process "
               "with PYTHONHASHSEED=0, so that it repeats exactly", flush=True)

@@ -2,7 +2,7 @@
 
 OpenEvolve reports each finished iteration through ``logging`` (and puts a console handler at INFO on the root
 logger). ``iteration_bar`` turns those records into one bar (done of total, rate, time left) through
-``cachecraft_lib.progress``; in a headless run (``cachecraft reproduce``) it also lowers OpenEvolve's console
+``cachecraft_lib.util.progress``; in a headless run (``cachecraft reproduce``) it also lowers OpenEvolve's console
 handlers to warnings, so the log shows the bar instead of five INFO lines per iteration (the run's log file
 under ``<out>/logs`` keeps every line).
 """
@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from ..progress import headless, tqdm
+from ..util.progress import headless, tqdm
 
 ITERATION_RE = re.compile(r"^Iteration (\d+):")
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from ..model_names import INSTRUCT_DIR
+from ..models.names import INSTRUCT_DIR
 
 INSTALL_HINT = "pip install -e '.[serve]'  (transformers serve needs FastAPI and uvicorn)"
 CHAT_RE = re.compile(r'"POST /v1/chat/completions HTTP/[0-9.]+" (\d{3})')

@@ -19,7 +19,7 @@ import random
 import re
 from typing import Any
 
-from ..features import FEATURES
+from ..methods.features import FEATURES
 from .seeds import SEEDS
 
 OFFLINE_NAME = "offline-mutator (not an LLM)"

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from kvpress import BasePress
 
-from ..features import FeatureContext, build_context, tail_attention
+from ..methods.features import FeatureContext, build_context, tail_attention
 
 
 class _ContextPress(BasePress):

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..features import FEATURES
-from ..policy import SelectionError, validate_selection
+from ..methods.features import FEATURES
+from ..methods.policy import SelectionError, validate_selection
 from ..sandbox import Box, BoxLimits, Failure
 
 LAYER_FILES = (Path(__file__).with_name("child.py"),)

@@ -215,7 +215,7 @@ def _size_mb(folder: Path) -> float:
 
 
 def md_table(table: pd.DataFrame) -> str:
-    from ..report import to_markdown
+    from ..report.figures import to_markdown
 
     return to_markdown(table, floatfmt=".1f")  # formatted like the bar lines (numpy rounds 61.85 down)
 
@@ -223,7 +223,7 @@ def md_table(table: pd.DataFrame) -> str:
 def build_card(model_dir: str | Path, lengths: tuple[int, ...] = (1024, 2048), samples_per_task: int = 20,
                progress: bool = True, heldout_samples: int = 12) -> Path:
     """Measure the model in ``model_dir`` and (re)write its card (``heldout_samples`` 0 skips the held-out check)."""
-    from ..models import load_model
+    from ..models.loading import load_model
 
     start = time.time()
     model, tokenizer = load_model(model_dir, device="cpu")

@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..pipeline import NoRepeatPipeline
+from ..models.pipeline import NoRepeatPipeline
 from ..ruler import generate, score
 from .measure import EVAL_SEED, predict
 

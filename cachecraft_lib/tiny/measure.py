@@ -14,9 +14,9 @@ from typing import Any
 
 import pandas as pd
 
-from ..progress import tqdm
 from ..ruler import generate, score
 from ..ruler.scoring import as_refs, clean_prediction, metric_for
+from ..util.progress import tqdm
 
 EVAL_SEED = 987_654  # never a training seed
 HELDOUT_SEED = 424_242  # a second unseen seed with more samples: picks between checkpoints, tells noise from progress
@@ -41,7 +41,7 @@ def predict(model: Any, tokenizer: Any, df: pd.DataFrame, press: Any = None, pro
 def measure(model: Any, tokenizer: Any, lengths: tuple[int, ...], samples_per_task: int,
             tasks: tuple[str, ...] | None = None, seed: int = EVAL_SEED, progress: bool = True) -> dict:
     """Per-task RULER scores at each length: no compression, StreamingLLM 0.88, SnapKV 0.25."""
-    from ..presses import make_press
+    from ..methods.registry import make_press
 
     settings = (("no_press", 0.0), ("streaming_llm", 0.88), ("snapkv", 0.25))
     results: dict[str, Any] = {"seed": seed, "samples_per_task": samples_per_task, "scores": {}, "failures": {}}

@@ -13,8 +13,8 @@ from typing import Any
 
 import torch
 
-from ..atomic import atomic_write, atomic_write_text
-from ..progress import tqdm
+from ..util.atomic import atomic_write, atomic_write_text
+from ..util.progress import tqdm
 from .batches import step_batches
 from .losses import weighted_loss
 from .recipe import SHIPPED_BUDGET_MB, Recipe, lr_at, recipe_json, resumable

@@ -1,5 +1,5 @@
 """Notebook tests: each executes one notebook under the smoke profile with papermill and asserts the values it
-recorded (``cachecraft_lib.notebooks.record``), pinned where the smoke run is deterministic."""
+recorded (``cachecraft_lib.report.notebooks.record``), pinned where the smoke run is deterministic."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from cachecraft_lib.notebooks import list_notebooks, run_notebook
+from cachecraft_lib.report.notebooks import list_notebooks, run_notebook
 
 
 @pytest.fixture()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from cachecraft_lib.intervals import VERDICTS
+from cachecraft_lib.stats.intervals import VERDICTS
 
 
 def inside(row: dict, point: str, lo: str, hi: str) -> bool:

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from cachecraft_lib.notebooks import list_notebooks, run_notebook
+from cachecraft_lib.report.notebooks import list_notebooks, run_notebook
 from cachecraft_lib.search import runlog
 
 

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..method_api import Layer
-from ..sandbox import Limits, MethodSandbox
-from ..submission import Submission, SubmissionError, check_method, load_submission
+from ..submissions.folder import Submission, SubmissionError, check_method, load_submission
+from ..submissions.method_api import Layer
+from ..submissions.sandbox import Limits, MethodSandbox
 from .bundle import Bundle
 from .forms import FORMS
 

@@ -26,13 +26,13 @@ from typing import Any
 
 import yaml
 
-from ..safe_files import in_some_arena_private as _in_some_arena_private
-from ..safe_files import inside as _inside
-from ..safe_files import problem
-from ..submission import DESCRIPTION_FILE, METADATA_FILE, METHOD_FILE
+from ..submissions.folder import DESCRIPTION_FILE, METADATA_FILE, METHOD_FILE
+from ..submissions.safe_files import in_some_arena_private as _in_some_arena_private
+from ..submissions.safe_files import inside as _inside
+from ..submissions.safe_files import problem
 
 DEV_REPORT_FILE = "dev_report.json"
-SHIPPED = Path(__file__).resolve().parents[1] / "submissions"
+SHIPPED = Path(__file__).resolve().parents[1] / "examples"
 TERMS = ("overall", "lo", "hi", "accuracy", "memory", "memory_physical", "speed", "overhead")
 
 
@@ -100,7 +100,7 @@ def _read(folder: Path, name: str, private: Path | None = None, binary: bool = F
     path = folder / name
     if not path.is_file():
         raise BundleError(f"{folder} has no {name}: a submission folder holds {METHOD_FILE}, {DESCRIPTION_FILE} "
-                          f"and {METADATA_FILE} (see cachecraft_lib/arena/submissions/frc/)")
+                          f"and {METADATA_FILE} (see cachecraft_lib/arena/examples/frc/)")
     why = problem(path, folder, private)
     if why is not None:
         raise BundleError(f"{path} is refused: {why}; a submission's files are plain files inside its folder, "

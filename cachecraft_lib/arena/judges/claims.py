@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..submission import REQUIRED_SECTIONS
+from ..submissions.folder import REQUIRED_SECTIONS
 
 TOLERANCE = 0.005  # a number rounded to two decimals is within 0.005 of the measured value
 TERM_WORDS = {"overall": "overall", "score": "overall", "accuracy": "accuracy", "acc": "accuracy",

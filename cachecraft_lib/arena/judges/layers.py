@@ -15,14 +15,14 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
-from ..method_api import Layer
+from ..submissions.method_api import Layer
 
 CONTEXTS = 2  # contexts per review: enough layers to compare kept entries, a few seconds on a CPU
 
 
 def judge_seed() -> int:
     """A fresh seed for the judge's contexts: in the test seeds' range, unpredictable, never a reserved seed."""
-    from ..splits import TEST_HIGH, TEST_LOW, is_reserved
+    from ..boards.splits import TEST_HIGH, TEST_LOW, is_reserved
 
     while True:
         seed = TEST_LOW + secrets.randbelow(TEST_HIGH - TEST_LOW)
@@ -35,9 +35,9 @@ def context_layers(model: Any, tokenizer: Any, text: str, answer_prefix: str, bu
     import torch
     from kvpress.utils import compute_n_kept
 
-    from ...pipeline import make_pipeline
-    from ...prefill import SharedPrefill
-    from ..press import WINDOW, key_positions, window_queries
+    from ...models.pipeline import make_pipeline
+    from ...models.prefill import SharedPrefill
+    from ..submissions.press import WINDOW, key_positions, window_queries
 
     ids = make_pipeline(model, tokenizer).preprocess(text, [""], answer_prefix, max_context_length=10**9)
     shared = SharedPrefill(model, ids["context_ids"])
@@ -58,7 +58,7 @@ def context_layers(model: Any, tokenizer: Any, text: str, answer_prefix: str, bu
 def board_layers(model: Any, tokenizer: Any, board: Any, contexts: int = CONTEXTS, seed: int | None = None,
                  source: str = "offline") -> tuple[list[Layer], int]:
     """(layers of ``contexts`` judge-drawn contexts of ``board``, the seed that drew them)."""
-    from ..items import generated_contexts
+    from ..boards.items import generated_contexts
 
     seed = judge_seed() if seed is None else seed
     rows = generated_contexts(board, tokenizer, seed, source)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..submission import ALLOWED_IMPORTS, REQUIRED_SECTIONS
+from ..submissions.folder import ALLOWED_IMPORTS, REQUIRED_SECTIONS
 from .review import POST_FLAGS, RANGES
 
 SYSTEM = f"""You are a judge of the CacheCraft arena, where KV-cache eviction methods compete on fixed boards.

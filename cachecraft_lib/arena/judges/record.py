@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..ledger import Ledger
+from ..scoring.ledger import Ledger
 from .bundle import Bundle
 from .review import Review
 

@@ -73,9 +73,9 @@ def known_code() -> tuple[Reference, ...]:
     """Every reference that does not depend on the ledger (read once per process)."""
     import kvpress
 
-    from ... import scorers
     from ...decoding import presses as decode_presses
-    from ...policy_programs import frc_policy, v1_generic_scorer
+    from ...methods import scorers
+    from ...methods.programs import frc_policy, v1_generic_scorer
 
     snap_window = _source(kvpress.SnapKVPress.compute_window_attention)
     refs = [

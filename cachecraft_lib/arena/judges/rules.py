@@ -41,8 +41,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import submission
-from ..submission import SubmissionError, check_metadata
+from ..submissions import folder as submission
+from ..submissions.folder import SubmissionError, check_metadata
 from . import forms
 from .behaviour import DIFFERENT, SAME, measure
 from .bundle import Bundle

@@ -24,9 +24,10 @@ from typing import Any
 
 import pandas as pd
 
-from .. import leaderboard, safe_files
-from ..boards import Board, BoardError, load_boards
-from ..submission import MAX_METHOD_BYTES
+from ..boards.boards import Board, BoardError, load_boards
+from ..scoring import leaderboard
+from ..submissions import safe_files
+from ..submissions.folder import MAX_METHOD_BYTES
 
 SLUG_RE = re.compile(r"[^a-z0-9_-]+")
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pandas as pd
 
-from .. import leaderboard
-from ..boards import Board, _budgets_text
+from ..boards.boards import Board, _budgets_text
+from ..scoring import leaderboard
 from .data import SiteData, slug
 from .markup import esc, interval_bar, markdown, num, page, table
 from .status import LedgerStatus

@@ -15,7 +15,7 @@ from .pages import board_page, entry_page, index_page
 from .status import LedgerStatus, check_ledger
 
 STYLE = Path(__file__).with_name("style.css")
-SHIPPED = Path(__file__).parents[1] / "submissions"
+SHIPPED = Path(__file__).parents[1] / "examples"
 
 
 def write_site(ledger: str | Path, out: str | Path, folders: Iterable[str | Path] = (),
@@ -43,7 +43,7 @@ def write_site(ledger: str | Path, out: str | Path, folders: Iterable[str | Path
 def publish_head(ledger: Path, out: Path) -> str | None:
     """The signed head beside the site, where the ledger version signs (``Ledger.publish_head``): anyone can then
     check a copy of the ledger against it, cut lines included. None for a chain-only ledger or without the key."""
-    from ..ledger import Ledger
+    from ..scoring.ledger import Ledger
 
     publish = getattr(Ledger(ledger), "publish_head", None)
     if not callable(publish):

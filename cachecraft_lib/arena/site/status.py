@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..ledger import GENESIS, Ledger, LedgerTampered
+from ..scoring.ledger import GENESIS, Ledger, LedgerTampered
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 Inside the sandbox this module *is* ``cachecraft_lib.policy`` for the program (the search's child layer
 registers it under that name), so the seeds and every program keep ``from cachecraft_lib.policy import
-maxabs, topk_tokens, topk_chunks``. They give the torch side's answers (``cachecraft_lib.frc``; a test
+maxabs, topk_tokens, topk_chunks``. They give the torch side's answers (``cachecraft_lib.methods.frc``; a test
 checks both); on exact ties the earlier token or chunk is kept (torch's choice among ties is unspecified).
 """
 

@@ -1,0 +1,322 @@
+"""The arena's verbs as functions: dev, baselines, submit, reveal (the CLI and notebook 07 call these).
+
+- ``dev``: a method on the public dev items beside the board's baselines (cached), with the paired interval of
+  its gain over the best baseline. Unlimited.
+- ``record_baselines``: the baselines on the hidden test items of a round, recorded in the ledger (once).
+- ``submit``: check the secret against the round's commitment, the rate limit (normalised author), the
+  folder (reserved names), run on the test items, score, gate against the board's best (paired bootstrap over
+  test units, seed in the ledger), points, ledger. A bad submission is recorded as a ``rejection`` with its
+  kind and author (``refusals``: on test items without the method's text); nothing else changes.
+- ``reveal``: check the round's salted commitment against the secret and show the test seeds.
+
+Per-unit test values stay outside the ledger, under ``<root>/private/round<r>/<board>/<entry id>.parquet``
+(``baseline-<name>`` or ``entry-<ledger seq>``, an entry's own file, never overwritten); the gate reads the
+board's best entry's values from there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..paths import results_dir
+from ..profiles import get_profile
+from ..sandbox import BoundaryUnavailable, plan
+from .boards.boards import Board, load_boards
+from .boards.items import board_items, split_seed
+from .evaluate import BoardRunner, Contender, baseline_contender, submission_contender
+from .scoring import score
+from .scoring.gate import gate
+
+
+@dataclass
+class Arena:
+    """One profile's arena: its boards, model, results folder and ledger (``<root>/ledger.jsonl``)."""
+
+    profile: str = "cpu"
+    root: Path | None = None
+    progress: bool = True
+    boards: dict[str, Board] = field(init=False)
+    _loaded: tuple[Any, Any] | None = field(default=None, init=False, repr=False)
+    _loaded_name: str | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.boards = load_boards(self.profile)
+        self.root = Path(self.root) if self.root else results_dir("arena", self.profile)
+        self.settings = get_profile(self.profile) if self.profile in ("smoke", "cpu", "paper") else None
+
+    # ------------------------------------------------------------------------------------ plumbing
+    def board(self, name: str) -> Board:
+        from .boards.boards import BoardError
+
+        if name not in self.boards:
+            raise BoardError(f"unknown board {name!r} for profile {self.profile!r}; boards: {', '.join(self.boards)}")
+        return self.boards[name]
+
+    @property
+    def ledger(self):
+        from .scoring.ledger import Ledger
+
+        return Ledger(self.root / "ledger.jsonl")
+
+    def model(self, board: Board | None = None) -> tuple[Any, Any]:
+        """The profile's model, or the board's own (board C names a reasoning model on the paper profile)."""
+        from ..models.loading import load_model
+
+        p = self.settings
+        name = (board.model if board is not None and board.model else None) or (p.models[0] if p else "tiny")
+        if self._loaded is None or self._loaded_name != name:
+            self._loaded = load_model(name, device=p.device if p else "cpu", dtype=p.dtype if p else "float32")
+            self._loaded_name = name
+        return self._loaded
+
+    def _source(self) -> str:
+        return self.settings.ruler_source if self.settings and self.settings.ruler_source != "hf" else "auto"
+
+    def items(self, board: Board, split: str, secret: bytes | None = None, round_: int = 1) -> pd.DataFrame:
+        """The board's items of a split; MATH-500 (paper board C) raises ``math500.NotMeasurable`` offline,
+        before any model is loaded."""
+        if board.benchmark == "math500":
+            from .boards.math500 import math_items
+
+            return math_items(board, split, secret, round_)
+        items = board_items(board, split, self.model(board)[1], secret, round_, source=self._source())
+        if board.max_new_tokens is not None:  # board C bounds the answers it decodes under the cap
+            items["max_new_tokens"] = items["max_new_tokens"].clip(upper=board.max_new_tokens)
+        return items
+
+    def run(self, board: Board, items: pd.DataFrame, contenders: list[Contender]) -> pd.DataFrame:
+        model, tokenizer = self.model(board)
+        if board.decode_time:
+            from .board_c import DecodeBoardRunner
+
+            return DecodeBoardRunner(model, tokenizer, board).run(items, contenders, self.progress)
+        return BoardRunner(model, tokenizer, board).run(items, contenders, self.progress)
+
+    # ------------------------------------------------------------------------------------------ dev
+    def dev_baselines(self, board: Board) -> pd.DataFrame:
+        """Every baseline's rows on the dev items, computed once and cached (keyed by the board's rules)."""
+        rules = [board.budgets, board.items, board.tasks, board.lengths, board.baselines, board.questions_per_context,
+                 split_seed(board, "dev")]
+        if board.decode_time:
+            rules += [board.setting, board.benchmark, board.chunk, board.slack, board.max_new_tokens, board.model]
+        key = hashlib.sha256(json.dumps(rules).encode()).hexdigest()
+        path = self.root / "dev" / board.name / f"baselines-{key[:12]}.parquet"
+        if path.exists():
+            return pd.read_parquet(path)
+        items = self.items(board, "dev")
+        rows = self.run(board, items, [baseline_contender(b) for b in board.baselines])
+        path.parent.mkdir(parents=True, exist_ok=True)
+        rows.to_parquet(path)
+        return rows
+
+    def dev(self, board_name: str, contender: Contender) -> dict[str, Any]:
+        """The contender on the dev items beside the baselines: scores with intervals, gain over the best."""
+        board = self.board(board_name)
+        base = self.dev_baselines(board)
+        items = self.items(board, "dev")
+        rows = self.run(board, items, [contender])
+        rows = pd.concat([base, rows[rows.method != "full"]], ignore_index=True)
+        units = score.unit_values(rows, board)
+        scores = score.method_scores(units)
+        best = score.best_baseline(scores.drop(index=[contender.name]))
+        ok, why = score.eligible(scores.loc[contender.name], board, scores.loc[best])
+        return {"board": board.name, "scores": scores, "units": units, "best_baseline": best,
+                "gain": score.paired_gain(units, contender.name, best), "eligible": ok, "eligibility": why,
+                "excluded_tasks": units.attrs["excluded_tasks"]}
+
+    # --------------------------------------------------------------------------------------- test
+    def _private(self, round_: int, board: str, entry_id: str) -> Path:
+        """An entry's per-unit test values, named by its ledger id (``baseline-<name>``, ``entry-<seq>``)."""
+        if not ENTRY_ID.fullmatch(entry_id):
+            raise ValueError(f"not an entry id: {entry_id!r}")
+        return self.root / "private" / f"round{int(round_)}" / board / f"{entry_id}.parquet"
+
+    def ensure_round(self, secret: bytes, round_: int) -> None:
+        """Record the round's salted commitment to the secret once (``submit``/``reveal`` check it later)."""
+        from .scoring.rounds import ensure_round
+
+        ensure_round(self.ledger, secret, round_, self.profile)
+
+    def record_baselines(self, board_name: str, secret: bytes, round_: int = 1) -> pd.DataFrame:
+        """The board's baselines on the round's test items, in the ledger (skipped when already there)."""
+        board = self.board(board_name)
+        self.ensure_round(secret, round_)
+        done = {(_payload(e)["board"], _payload(e)["name"]) for e in self.ledger.events()
+                if e.get("kind") == "baseline" and _payload(e).get("round") == round_}
+        todo = [b for b in board.baselines if (board.name, b) not in done]
+        if not todo:
+            return pd.DataFrame()
+        items = self.items(board, "test", secret, round_)
+        rows = self.run(board, items, [baseline_contender(b) for b in todo if b != "full"])
+        units = score.unit_values(rows, board)
+        scores = score.method_scores(units)
+        best = score.best_baseline(scores)
+        for name in todo:
+            self._save_units(units[units.method == name], self._private(round_, board.name, f"baseline-{name}"))
+            ok, why = score.eligible(scores.loc[name], board, scores.loc[best])
+            self.ledger.append("baseline", _entry(board, name, "baseline", round_, scores.loc[name], ok, why,
+                                                  units.attrs["excluded_tasks"]))
+        return scores
+
+    @staticmethod
+    def _save_units(units: pd.DataFrame, path: Path, exclusive: bool = False) -> None:
+        """Write an entry's units; ``exclusive``: never over an existing file (an entry's id is its own)."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "xb" if exclusive else "wb") as f:
+            units.to_parquet(f)
+
+    def board_best(self, board: str, round_: int) -> str | None:
+        """The board's current best: the highest overall among eligible baselines and submissions that moved it."""
+        best = self._best_entry(board, round_)
+        return None if best is None else best[0]
+
+    def _best_entry(self, board: str, round_: int) -> tuple[str, str] | None:
+        table = _standing(self.ledger.events(), board, round_)
+        if table.empty:
+            return None
+        row = table.sort_values("overall", ascending=False).iloc[0]
+        return str(row["name"]), str(row["entry_id"])
+
+    def submit(self, folder: str | Path, board_name: str, secret: bytes, round_: int = 1,
+               rule: str = "frozen_bar", **limits: Any) -> dict[str, Any]:
+        """One official submission; returns the ledger payload of the entry (or of its rejection). The secret is
+        checked against the round's commitment and the author's rate limit before anything runs; every refusal
+        (a failed check, a crash) is a ``rejection`` with the author and counts toward the limit."""
+        from .scoring.refusals import shown_name
+        from .scoring.rounds import check_round_secret
+        from .submissions.folder import SubmissionError, load_submission, metadata_author
+        from .submissions.press import BOUNDARIES, UNREPORTED
+
+        board = self.board(board_name)
+        check_round_secret(self.ledger, secret, round_)
+        plan(bool(limits.get("allow_weak", False)))  # fail closed before anything runs: the organiser's setup
+        author = metadata_author(folder)
+        self.ledger.check_rate(author)
+        try:
+            sub = load_submission(folder)
+            self._check_identity(board, sub, round_)
+        except SubmissionError as err:
+            return self._reject(board, shown_name(folder), author, err)
+        self.record_baselines(board.name, secret, round_)
+        items = self.items(board, "test", secret, round_)
+        try:
+            rows = self.run(board, items, [submission_contender(sub, **limits)])
+        except SubmissionError as err:
+            return self._reject(board, sub.name, sub.author, err, on_test=True)
+        except BoundaryUnavailable:
+            raise  # the machine's fault, not the submission's: nothing recorded against its author
+        except Exception as err:  # noqa: BLE001 - a crash is a refusal with its author, never a traceback
+            return self._reject(board, sub.name, sub.author, SubmissionError("crash", f"{type(err).__name__}: {err}"),
+                                on_test=True)
+        units = score.unit_values(rows, board)
+        scores = score.method_scores(units)
+        best, best_id = self._best_entry(board.name, round_)
+        best_units = pd.read_parquet(self._private(round_, board.name, best_id))
+        mine = units[units.method == sub.name].set_index("context_id")
+        theirs = best_units.set_index("context_id").reindex(mine.index)
+        seed = len(self.ledger.events())
+        result = gate(mine.overall, theirs.overall, mine.task, board.gate_threshold, seed)
+        reference = self._best_baseline_row(board, round_)
+        ok, why = score.eligible(scores.loc[sub.name], board, reference)
+        entry = _entry(board, sub.name, "submission", round_, scores.loc[sub.name], ok, why,
+                       units.attrs["excluded_tasks"], author=sub.author)
+        entry.update(author_key=sub.author_key, code_sha256=sub.code_sha256, best_before=best, gain=result.gain,
+                     gain_lo=result.lo, gain_hi=result.hi, gate_threshold=result.threshold, gate_seed=result.seed,
+                     moved=bool(result.passed and ok), sandbox=BOUNDARIES.get(sub.code_sha256, UNREPORTED),
+                     weak_sandbox_allowed=bool(limits.get("allow_weak", False)))
+        event = self.ledger.append("submission", entry)
+        entry["entry_id"] = f"entry-{event['seq']}"
+        self._save_units(units[units.method == sub.name], self._private(round_, board.name, entry["entry_id"]),
+                         exclusive=True)
+        entry["points"] = self._award(rule, board, entry, round_)
+        return entry
+
+    def _check_identity(self, board: Board, sub: Any, round_: int) -> None:
+        """The boards and hooks fit, and the name is not another author's entry on this board."""
+        from .submissions.folder import SubmissionError, author_key, name_key
+
+        if board.name not in sub.boards:
+            raise SubmissionError("bad_metadata", f"the submission names boards {list(sub.boards)}, not "
+                                                  f"{board.name}: add it to its metadata")
+        if board.decode_time and not sub.decode:
+            raise SubmissionError("bad_method", f"board {board.name} evicts while decoding: class Method must define "
+                                                "decode(layer)")
+        for e in self.ledger.events():
+            data = _payload(e)
+            if e.get("kind") == "submission" and data.get("board") == board.name \
+                    and name_key(str(data.get("name"))) == name_key(sub.name) \
+                    and author_key(str(data.get("author_key") or data.get("author"))) != sub.author_key:
+                raise SubmissionError("reserved_name", f"name {sub.name!r} is another author's entry on board "
+                                                       f"{board.name}; choose another name in metadata.yaml")
+
+    def _best_baseline_row(self, board: Board, round_: int) -> pd.Series:
+        table = _standing(self.ledger.events(), board.name, round_, kinds=("baseline",), eligible_only=False)
+        table = table[~table.name.isin(["full", "random"])].set_index("name")
+        return table.loc[table.overall.idxmax()]
+
+    def _award(self, rule: str, board: Board, entry: dict, round_: int) -> float:
+        """Points under arena-core's rule, recorded as a ``points`` event."""
+        from .scoring import points
+
+        events = self.ledger.events()  # reviews recorded before this entry count: a flagged entry is no one's best
+        state = points.with_flags(_standing(events, board.name, round_, eligible_only=False), events)
+        value = float(points.award(points.RULES[rule], state, entry, board.gate_threshold))
+        self.ledger.append("points", {"board": board.name, "name": entry["name"], "author": entry["author"],
+                                      "points": value, "rule": rule, "round": round_})
+        return value
+
+    def _reject(self, board: Board, name: str, author: str, err: Any, on_test: bool = False) -> dict[str, Any]:
+        """A ``rejection`` with the author; on test items with a fixed public message (``refusals``)."""
+        from .scoring.refusals import record_refusal
+
+        return {"rejected": True, **record_refusal(self.ledger, self.root, board.name, name, author, err, on_test)}
+
+    def reveal(self, secret: bytes, round_: int = 1) -> dict[str, Any]:
+        """Prove the round's items were fixed in advance: the salted commitment matches and the seeds follow."""
+        from .boards.splits import test_seed
+        from .scoring.rounds import matches, round_event
+
+        data = round_event(self.ledger.events(), round_)
+        if data is None:
+            raise ValueError(f"round {round_} has no commitment in {self.root / 'ledger.jsonl'}")
+        ok = matches(secret, data)
+        seeds = {b: test_seed(secret, b, round_) for b in self.boards} if ok else {}
+        return {"round": round_, "commitment": data["commitment"], "salt": data.get("salt"), "matches": ok,
+                "test_seeds": seeds}
+
+
+ENTRY_ID = re.compile(r"baseline-[a-z0-9_]{1,64}|entry-[0-9]{1,12}")
+
+
+def _payload(event: dict) -> dict:
+    return event.get("payload", event)
+
+
+def _entry(board: Board, name: str, kind: str, round_: int, row: pd.Series, ok: bool, why: str,
+           excluded: list[str], author: str = "baseline") -> dict[str, Any]:
+    terms = {k: round(float(row[k]), 6) for k in ("overall", "lo", "hi", "accuracy", "memory", "memory_physical",
+                                                   "speed", "overhead", "overhead_ratio")}
+    if board.decode_time:
+        terms["generated"] = round(float(row.get("generated", 0.0)), 6)
+    return {"board": board.name, "name": name, "author": author, "kind": kind, "round": round_, **terms,
+            "eligible": bool(ok), "eligibility": why, "excluded_tasks": excluded, "units": int(row.units_per_task),
+            "rules_version": board.rules_version, "moved": kind == "baseline" and bool(ok)}
+
+
+def _standing(events: list[dict], board: str, round_: int, kinds: tuple[str, ...] = ("baseline", "submission"),
+              eligible_only: bool = True) -> pd.DataFrame:
+    rows = [{**_payload(e), "entry_id": (f"baseline-{_payload(e).get('name')}" if e.get("kind") == "baseline"
+                                         else f"entry-{e.get('seq')}")}
+            for e in events if e.get("kind") in kinds and _payload(e).get("board") == board
+            and _payload(e).get("round") == round_]
+    table = pd.DataFrame(rows)
+    if table.empty or not eligible_only:
+        return table
+    return table[table.eligible & table.moved.fillna(False).astype(bool)]

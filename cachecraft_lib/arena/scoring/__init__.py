@@ -1,0 +1,1 @@
+"""Arena scoring: scores, gate, points, the signed ledger, leaderboards, verification, rounds, refusals."""

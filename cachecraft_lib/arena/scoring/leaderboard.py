@@ -1,0 +1,216 @@
+"""Leaderboards derived from the ledger, never stored on their own: a table per board, Markdown/CSV, a figure.
+
+Why derived: the ledger is the one append-only, hash-chained record (arena-core's ``ledger.Ledger``); a
+leaderboard that is recomputed from it cannot drift from it, and an edited ledger line fails
+``Ledger.events()`` before any leaderboard is drawn.
+
+Scored events (``baseline``, ``submission``) carry in their payload: board, name, author, round, overall with
+``lo``/``hi`` (95% interval over test units), the terms (accuracy, memory, memory_physical, speed, overhead),
+``eligible``, ``moved`` (passed the gate against the board's best) and the gain's interval. ``points`` events
+carry (board, name, author, points, rule); ``rejection`` events (board, name, author, kind, message);
+``review`` events (board, name, judge, novelty, effectiveness, soundness, flags, notes: ``judges.record``).
+Each entry shows its latest review's scores and every flag any judge's latest review raised; a flagged
+entry's points are 0 (``points.flagged``), whatever its points events sum to; ``points_rule`` names the
+rule(s) that awarded them (``post`` or ``frozen_bar``, ``arena.points``).
+
+Ranks are ranges (``rank_range``, ``intervals.rank_range``, the rule notebook 03 uses for FRC): an entry shares
+its rank with every entry of the board whose paired difference to it has a 95% interval that includes 0. The
+differences are paired over the test units when their per-unit values are given (``units``, e.g.
+``units_loader(arena.root)``); otherwise two entries share a rank when their overall intervals overlap
+(``rank_basis`` says which). ``rank`` is the order of the point estimates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+SCORED = ("baseline", "submission")
+COLUMNS = ["board", "rank", "rank_range", "shares_rank_with", "rank_basis", "name", "author", "kind", "overall", "lo", "hi", "accuracy", "memory", "memory_physical",
+           "speed", "overhead", "eligible", "moved", "gain", "gain_lo", "gain_hi", "points", "novelty", "effectiveness",
+           "soundness", "flags", "judge", "points_rule", "round", "time"]
+UnitsOf = Callable[[str, str], "pd.DataFrame | None"]  # (board, name) -> that entry's per-unit test values
+JUDGED = ("novelty", "effectiveness", "soundness", "judge")
+
+
+def payload(event: dict) -> dict:
+    """An event's payload, whether the ledger nests it (``{"kind", "payload", ...}``) or not."""
+    return event.get("payload", event)
+
+
+def entries(events: Iterable[dict]) -> pd.DataFrame:
+    """Every scored entry (baseline or submission), in ledger order, with its points (summed over events, 0 when
+    a judge flagged it) and its latest review."""
+    from .points import flagged
+
+    events = list(events)
+    rows, points, reviews, rules = [], {}, {}, {}
+    for event in events:
+        kind, data = event.get("kind"), payload(event)
+        if kind in SCORED:
+            rows.append({**{c: data.get(c) for c in COLUMNS}, "kind": kind, "time": event.get("time", data.get("time"))})
+        elif kind == "points":
+            key = (data.get("board"), data.get("name"))
+            points[key] = points.get(key, 0.0) + float(data.get("points", 0.0))
+            rules.setdefault(key, []).append(str(data.get("rule", "")))
+        elif kind == "review":
+            reviews[(data.get("board"), data.get("name"))] = data
+    flags = flagged(events)
+    table = pd.DataFrame(rows, columns=COLUMNS)
+    keys = list(zip(table.board, table.name, strict=True))
+    table["points"] = [0.0 if k in flags else points.get(k, 0.0) for k in keys]
+    for column in JUDGED:
+        table[column] = [reviews.get(k, {}).get(column) for k in keys]
+    table["flags"] = [", ".join(flags.get(k, ())) for k in keys]
+    table["points_rule"] = [", ".join(dict.fromkeys(r for r in rules.get(k, ()) if r)) for k in keys]
+    return table
+
+
+def reviews(events: Iterable[dict]) -> pd.DataFrame:
+    """Every review in the ledger, in order: the judge's scores, flags and the effect on the entry's points."""
+    cols = ["board", "name", "author", "judge", "novelty", "effectiveness", "soundness", "flags", "points_before",
+            "points_after"]
+    rows = [{c: payload(e).get(c) for c in cols} | {"time": e.get("time")} for e in events if e.get("kind") == "review"]
+    table = pd.DataFrame(rows, columns=[*cols, "time"])
+    table["flags"] = [", ".join(f or ()) for f in table["flags"]]
+    return table
+
+
+def rejections(events: Iterable[dict]) -> pd.DataFrame:
+    rows = [{k: payload(e).get(k) for k in ("board", "name", "author", "kind", "message")} | {"time": e.get("time")}
+            for e in events if e.get("kind") == "rejection"]
+    return pd.DataFrame(rows, columns=["board", "name", "author", "kind", "message", "time"])
+
+
+def leaderboard(events: Iterable[dict], board: str | None = None, units: UnitsOf | None = None) -> pd.DataFrame:
+    """The standing of each board: the latest entry per (board, name), ranked by overall (eligible first), each
+    rank a range over the entries it cannot be told apart from (see the module docstring)."""
+    table = entries(list(events))
+    if board is not None:
+        table = table[table.board == board]
+    if table.empty:
+        return table
+    latest = table.groupby(["board", "name"], sort=False).tail(1).copy()
+    latest["eligible"] = latest.eligible.fillna(False).astype(bool)
+    latest = latest.sort_values(["board", "eligible", "overall"], ascending=[True, False, False])
+    latest["rank"] = latest.groupby("board").cumcount() + 1
+    parts = [_rank_ranges(g, units) for _, g in latest.groupby("board", sort=False)]
+    return pd.concat(parts).reset_index(drop=True)[COLUMNS]
+
+
+def _rank_ranges(board: pd.DataFrame, units: UnitsOf | None) -> pd.DataFrame:
+    """Rank ranges within one board, eligible entries first (an ineligible entry ranks below them all)."""
+    from ...stats.intervals import rank_range
+
+    board = board.copy()
+    offset, ranges, shared, basis = 0, {}, {}, {}
+    for _, group in board.groupby("eligible", sort=False):  # already sorted: eligible first
+        diffs_of, how = _differences(group, units)
+        for name, diffs in diffs_of.items():
+            best, worst, with_ = rank_range(diffs)
+            ranges[name] = str(best + offset) if best == worst else f"{best + offset}-{worst + offset}"
+            shared[name], basis[name] = ", ".join(with_), how
+        offset += len(group)
+    board["rank_range"] = board.name.map(ranges)
+    board["shares_rank_with"] = board.name.map(shared)
+    board["rank_basis"] = board.name.map(basis)
+    return board
+
+
+def _differences(group: pd.DataFrame, units: UnitsOf | None) -> tuple[dict[str, dict], str]:
+    """name -> {other: Interval of name - other}: paired over test units when every entry has them, else the
+    overlap of the two overall intervals stands in (an interval of the difference cannot be had without units)."""
+    from ...stats.intervals import Interval
+    from . import score
+
+    board, names = str(group.board.iloc[0]), list(group.name)
+    frames = {n: units(board, n) for n in names} if units else {}
+    if frames and all(f is not None and len(f) for f in frames.values()):
+        stacked = pd.concat([f.assign(method=n) for n, f in frames.items()], ignore_index=True)
+        common = stacked.groupby("context_id").method.nunique() == len(names)
+        stacked = stacked[stacked.context_id.isin(common[common].index)]
+        return {a: {b: score.paired_gain(stacked, a, b) for b in names if b != a} for a in names}, \
+            "paired difference over test units"
+    rows = group.set_index("name")
+
+    def bound(name: str, column: str, missing: float) -> float:
+        """An entry's interval end; an entry recorded without one cannot be told apart from any other."""
+        value = pd.to_numeric(rows.loc[name, column], errors="coerce")
+        return missing if pd.isna(value) else float(value)
+
+    def overlap(a: str, b: str) -> Interval:
+        lo = bound(a, "lo", -np.inf) - bound(b, "hi", np.inf)
+        hi = bound(a, "hi", np.inf) - bound(b, "lo", -np.inf)
+        return Interval(bound(a, "overall", np.nan) - bound(b, "overall", np.nan), lo, hi, 2)
+
+    return {a: {b: overlap(a, b) for b in names if b != a} for a in names}, "overlap of overall intervals"
+
+
+def units_loader(root: str | Path, round_: int = 1) -> UnitsOf:
+    """Per-unit test values as the harness keeps them: under its ledger id, ``<root>/private/round<r>/<board>/``
+    ``baseline-<name>.parquet`` or ``entry-<seq>.parquet`` for the latest entry of that name (the one the
+    leaderboard shows); an entry without a file gives None (then the board falls back to interval overlap)."""
+    from .ledger import Ledger
+
+    base = Path(root) / "private" / f"round{round_}"
+    ids: dict[tuple[str, str], str] = {}
+    for event in Ledger(Path(root) / "ledger.jsonl").events():
+        data = payload(event)
+        if event.get("kind") in ("baseline", "submission") and data.get("round", 1) == round_:
+            ids[(data.get("board"), data.get("name"))] = (f"baseline-{data.get('name')}" if event["kind"] == "baseline"
+                                                          else f"entry-{event['seq']}")
+
+    def load(board: str, name: str) -> pd.DataFrame | None:
+        entry_id = ids.get((board, name))
+        path = base / board / f"{entry_id}.parquet"
+        return pd.read_parquet(path) if entry_id and path.is_file() else None
+
+    return load
+
+
+def write(events: Iterable[dict], out_dir: str | Path | None = None, label: str | None = None,
+          name: str = "table_arena_leaderboard", units: UnitsOf | None = None) -> list[Path]:
+    """The leaderboard as CSV + Markdown + LaTeX (``report.save_table``) and the figure ``fig_arena_leaderboard``."""
+    from ...report import figures as report
+
+    events = list(events)
+    board = leaderboard(events, units=units)
+    shown = board.drop(columns=["time"]).round(3)
+    caption = ("Arena leaderboard, derived from the ledger (overall with its 95% interval over hidden test units; "
+               "rank_range: shared where the difference's interval includes 0; points_rule: the rule that awarded "
+               "the points)")
+    paths = list(report.save_table(shown.set_index(["board", "rank"]), name, out_dir=out_dir, caption=caption,
+                                   label=label) or [])
+    fig = plot_leaderboard(board)
+    paths += report.savefig("fig_arena_leaderboard", fig, out_dir=out_dir, label=label)
+    plt.close(fig)
+    return paths
+
+
+def plot_leaderboard(board: pd.DataFrame) -> plt.Figure:
+    """One panel per board: overall with its interval, baselines grey, submissions coloured; ineligible and
+    flagged entries marked."""
+    boards = list(dict.fromkeys(board.board)) or ["(empty)"]
+    fig, axes = plt.subplots(1, len(boards), figsize=(4.2 * len(boards), 0.35 * max(4, len(board)) + 1.2),
+                             squeeze=False)
+    for ax, name in zip(axes[0], boards, strict=True):
+        rows = board[board.board == name].iloc[::-1]
+        y = range(len(rows))
+        colors = ["#7f7f7f" if k == "baseline" else "#d62728" for k in rows.kind]
+        ax.barh(list(y), rows.overall, color=colors, hatch=None)
+        for i, (_, r) in zip(y, rows.iterrows(), strict=True):
+            if pd.notna(r.lo):
+                ax.plot([r.lo, r.hi], [i, i], color="black", lw=1)
+            if not r.eligible:
+                ax.text(r.overall, i, "  not eligible", va="center", fontsize=7, color="#555555")
+            if isinstance(r.get("flags"), str) and r["flags"]:
+                ax.text(0, i, f" flagged: {r['flags']}", va="center", fontsize=7, color="white")
+        ax.set_yticks(list(y), list(rows.name))
+        ax.set_title(f"board {name}")
+        ax.set_xlabel("overall score (95% interval)")
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,52 @@
+"""A round's commitment in the ledger, and the check every verb that uses the secret makes first.
+
+A ``round`` event records ``commitment(secret, round, salt)`` with a fresh random salt (both public) before any
+test item is drawn. ``check_round_secret`` runs before anything else in ``record_baselines``, ``submit`` and
+``reveal``: the secret must be strong (``splits.check_secret``) and, once the round exists, match its
+commitment (``SecretMismatch`` otherwise: a wrong secret would score everyone on other items).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..boards import splits
+
+
+def round_event(events: list[dict], round_: int) -> dict | None:
+    """The payload of ``round_``'s ``round`` event, or None."""
+    for e in events:
+        data = e.get("payload", e)
+        if e.get("kind") == "round" and data.get("round") == round_:
+            return data
+    return None
+
+
+def matches(secret: bytes, data: dict) -> bool:
+    """Does ``secret`` open the commitment in the round payload ``data``?"""
+    salt = str(data.get("salt") or "")
+    return bool(salt) and splits.verify_reveal(secret, int(data["round"]), str(data.get("commitment", "")), salt)
+
+
+def check_round_secret(ledger: Any, secret: bytes, round_: int) -> dict | None:
+    """``SecretMissing`` for a weak secret, ``SecretMismatch`` when it does not open the round's commitment;
+    the round's payload (None before the round exists)."""
+    splits.check_secret(secret)
+    data = round_event(ledger.events(), round_)
+    if data is not None and not matches(secret, data):
+        raise splits.SecretMismatch(f"the secret does not match round {round_}'s commitment "
+                                    f"{str(data.get('commitment'))[:16]}... in {ledger.path}; nothing was run (use "
+                                    "the round's secret, or another --round)")
+    return data
+
+
+def ensure_round(ledger: Any, secret: bytes, round_: int, profile: str) -> dict:
+    """The round's payload, recording its salted commitment first when the round is new."""
+    data = check_round_secret(ledger, secret, round_)
+    if data is not None:
+        return data
+    salt = splits.new_salt()
+    payload = {"round": round_, "profile": profile, "commitment": splits.commitment(secret, round_, salt),
+               "salt": salt, "scheme": splits.COMMITMENT_SCHEME}
+    ledger.append("round", payload)
+    return payload

@@ -1,0 +1,1 @@
+"""Arena submissions: folder checks, the method API, the sandboxed press, conversion from a search program."""

@@ -1,0 +1,271 @@
+"""A submission folder and its checks, done before any of its code runs.
+
+A submission is a folder with three files:
+
+- ``method.py``: untrusted code defining ``class Method`` (the interface is in ``method_api``; it runs only
+  in the sandbox). It may import only ``ALLOWED_IMPORTS`` (numpy, math and a few pure standard modules).
+- ``DESCRIPTION.md``: the sections ``REQUIRED_SECTIONS`` as Markdown headings (``## Idea`` ...), each with text.
+- ``metadata.yaml``: ``name`` (lowercase letters, digits, ``-``/``_``), ``author``, ``boards`` (a list).
+
+A submission to a decode-time board (``DECODE_BOARDS``: board C) must define ``decode(layer)``, the call made
+when the cap overflows during decoding; one to a prefill board (A, B) must define ``score`` or ``keep``.
+
+``load_submission`` reads ``method.py`` once (``Submission.code``: the bytes hashed are the bytes that run;
+editing the file afterwards changes nothing), parses it (never executes it) and raises
+``SubmissionError`` whose ``kind`` says what is wrong and whose message says what to fix. The same kinds name
+what goes wrong later, when the method runs (``crash``, ``timeout``, ``memory``, ``over_budget``, ...).
+
+Identities: a name may not be a baseline's or the uncompressed reference's (``reserved_names``, compared by
+``name_key``: Unicode NFKC, casefold, invisible characters removed, ``-``/``_`` alike), and authors are compared
+by ``author_key`` (NFKC, casefold, invisible characters removed, inner whitespace collapsed), so "Agent1",
+"agent1 " and "agent\u200b1" are one author for the rate limit.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+METHOD_FILE, DESCRIPTION_FILE, METADATA_FILE = "method.py", "DESCRIPTION.md", "metadata.yaml"
+METHOD_CLASS = "Method"
+REQUIRED_SECTIONS = ("Idea", "Method", "Relation to prior work", "Evidence", "Limitations", "Builds on")
+ALLOWED_IMPORTS = frozenset({"numpy", "math", "functools", "itertools", "collections", "heapq", "dataclasses",
+                             "typing", "__future__", "statistics", "bisect", "operator"})
+NETWORK_MODULES = frozenset({"socket", "ssl", "http", "urllib", "urllib3", "requests", "ftplib", "smtplib",
+                             "asyncio", "selectors", "xmlrpc", "httpx", "aiohttp"})
+MAX_METHOD_BYTES = 256 * 1024
+DECODE_BOARDS = frozenset({"C"})
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+KINDS = ("missing_file", "bad_description", "bad_metadata", "bad_method", "bad_import", "file_access", "network",
+         "crash", "timeout", "memory", "tampering", "bad_output", "over_budget", "duplicate_indices", "out_of_range",
+         "reserved_name", "protocol")
+REFERENCE_NAMES = frozenset({"full", "no_press", "nopress", "none", "uncompressed", "reference", "full_cache",
+                             "baseline", "baselines"})
+INVISIBLE = re.compile("[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e"
+                       "\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0]")
+
+
+def _folded(text: str) -> str:
+    text = unicodedata.normalize("NFKC", text)
+    text = "".join(ch for ch in text if unicodedata.category(ch) not in ("Cf", "Cc", "Mn", "Me"))
+    return INVISIBLE.sub("", text).casefold()
+
+
+# Cyrillic and Greek letters that look like Latin ones after casefold (NFKC keeps them apart): a small table of
+# the common look-alikes, not Unicode's full confusables list; the author stays a declared string (README, Trust)
+CONFUSABLES = str.maketrans("асеһіјкморԛѕуԝхԁвнтαβεικμορτχ", "acehijkmopqsywxdbhtabeikmoptx")
+
+
+def author_key(author: str) -> str:
+    """The author as the rate limit counts it: NFKC, casefold, invisible characters removed, common Cyrillic and
+    Greek look-alikes of Latin letters folded (``CONFUSABLES``), whitespace trimmed and collapsed."""
+    return " ".join(_folded(str(author)).translate(CONFUSABLES).split())
+
+
+def name_key(name: str) -> str:
+    """A name as reservation compares it: folded like ``author_key``, ``-``, ``_``, ``.`` and spaces removed."""
+    return re.sub(r"[\s_\-.]", "", _folded(str(name)))
+
+
+def reserved_names() -> frozenset[str]:
+    """``name_key`` of every baseline (prefill and decode-time) and of the uncompressed reference."""
+    from ...decoding.methods import CAP_BASELINES
+    from ..baselines import BASELINES
+
+    return frozenset(name_key(n) for n in (*BASELINES, *CAP_BASELINES, *REFERENCE_NAMES))
+
+
+def check_name(name: str) -> None:
+    """``SubmissionError("reserved_name")`` when ``name`` is a baseline's or the reference's, in any spelling."""
+    if name_key(name) in reserved_names():
+        raise SubmissionError("reserved_name", f"name {name!r} is a baseline's or the uncompressed reference's; "
+                                               "choose another name in metadata.yaml")
+
+
+class SubmissionError(ValueError):
+    """A submission was refused: ``kind`` is a short machine-readable reason (``KINDS``), the message what to fix."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        self.kind = kind
+        super().__init__(f"{kind}: {message}")
+
+
+@dataclass(frozen=True)
+class Submission:
+    """A checked submission folder; ``code_sha256`` identifies ``method.py`` in the ledger."""
+
+    folder: Path
+    name: str
+    author: str
+    boards: tuple[str, ...]
+    code_sha256: str
+    returns: str = "scores"  # "scores" when Method defines score(), "indices" for keep(), "none" for neither
+    decode: bool = False  # Method defines decode(layer) (decode-time boards)
+    code: bytes = field(default=b"", repr=False)  # method.py as read once and hashed
+
+    def __post_init__(self) -> None:
+        if not self.code:
+            raise ValueError("Submission needs the bytes of method.py it was hashed from (code=...)")
+        if hashlib.sha256(self.code).hexdigest() != self.code_sha256:
+            raise ValueError("Submission.code does not match code_sha256: the bytes that run must be the bytes hashed")
+
+    @property
+    def source(self) -> str:
+        """The code that runs: the bytes read and hashed by ``load_submission`` (never the file again)."""
+        return self.code.decode("utf-8")
+
+    @property
+    def author_key(self) -> str:
+        return author_key(self.author)
+
+
+def load_submission(folder: str | Path) -> Submission:
+    """The checked submission in ``folder``; ``SubmissionError`` naming the first problem otherwise."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise SubmissionError("missing_file", f"{folder} is not a folder; a submission is a folder with "
+                                              f"{METHOD_FILE}, {DESCRIPTION_FILE} and {METADATA_FILE}")
+    for name in (METHOD_FILE, DESCRIPTION_FILE, METADATA_FILE):
+        if not (folder / name).is_file():
+            raise SubmissionError("missing_file", f"{folder} has no {name}; add it (see "
+                                                  "cachecraft_lib/arena/examples/frc/ for an example)")
+    check_description((folder / DESCRIPTION_FILE).read_text(encoding="utf-8"))
+    name, author, boards = check_metadata((folder / METADATA_FILE).read_text(encoding="utf-8"))
+    check_name(name)
+    code = (folder / METHOD_FILE).read_bytes()
+    returns, decode = check_hooks(code)
+    check_boards_hooks(boards, returns, decode)
+    return Submission(folder.resolve(), name, author, boards, hashlib.sha256(code).hexdigest(), returns, decode,
+                      code)
+
+
+def metadata_author(folder: str | Path) -> str:
+    """The author ``metadata.yaml`` names, read leniently (for the ledger when the folder fails its checks);
+    ``"unknown"`` when it names none."""
+    try:
+        meta = yaml.safe_load((Path(folder) / METADATA_FILE).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return "unknown"
+    author = meta.get("author") if isinstance(meta, dict) else None
+    return str(author).strip()[:200] if author else "unknown"
+
+
+def check_boards_hooks(boards: tuple[str, ...], returns: str, decode: bool) -> None:
+    """The hooks the declared boards call are defined: ``decode`` for C, ``score``/``keep`` for A and B."""
+    if DECODE_BOARDS & set(boards) and not decode:
+        raise SubmissionError("bad_method", f"the metadata names board(s) {sorted(DECODE_BOARDS & set(boards))}, "
+                                            "which evict while decoding: class Method must define decode(layer) "
+                                            "(see cachecraft_lib/arena/submissions/method_api.py)")
+    prefill = [b for b in boards if b not in DECODE_BOARDS]
+    if prefill and returns == "none":
+        raise SubmissionError("bad_method", f"the metadata names prefill board(s) {prefill}: class Method must "
+                                            "define score(layer) or keep(layer) for them")
+
+
+def check_description(text: str) -> None:
+    """Every required section is a Markdown heading followed by some text."""
+    sections: dict[str, str] = {}
+    current = None
+    for line in text.splitlines():
+        heading = re.match(r"^#{1,6}\s+(.+?)\s*#*\s*$", line)
+        if heading:
+            current = heading.group(1).strip().lower()
+            sections[current] = ""
+        elif current is not None:
+            sections[current] += line.strip()
+    missing = [s for s in REQUIRED_SECTIONS if s.lower() not in sections]
+    empty = [s for s in REQUIRED_SECTIONS if s.lower() in sections and not sections[s.lower()]]
+    if missing or empty:
+        what = (f"lacks the sections {missing}" if missing else "") + (" and " if missing and empty else "") + \
+               (f"has empty sections {empty}" if empty else "")
+        raise SubmissionError("bad_description", f"{DESCRIPTION_FILE} {what}; it needs a heading with text for each "
+                                                 f"of: {', '.join(REQUIRED_SECTIONS)}")
+
+
+def check_metadata(text: str) -> tuple[str, str, tuple[str, ...]]:
+    """``name``, ``author`` and ``boards`` from ``metadata.yaml``."""
+    try:
+        meta = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise SubmissionError("bad_metadata", f"{METADATA_FILE} is not valid YAML ({err})") from None
+    if not isinstance(meta, dict):
+        raise SubmissionError("bad_metadata", f"{METADATA_FILE} must be a mapping with name, author, boards")
+    missing = [k for k in ("name", "author", "boards") if not meta.get(k)]
+    if missing:
+        raise SubmissionError("bad_metadata", f"{METADATA_FILE} lacks {missing}; e.g. name: my-method, "
+                                              "author: me, boards: [A]")
+    name, author, boards = str(meta["name"]), str(meta["author"]).strip(), meta["boards"]
+    if not author_key(author) or len(author) > 200:
+        raise SubmissionError("bad_metadata", f"author {author[:40]!r} must have visible characters (at most 200)")
+    if not NAME_RE.match(name):
+        raise SubmissionError("bad_metadata", f"name {name!r} must be lowercase letters, digits, '-' or '_' "
+                                              "(at most 64, starting with a letter or digit)")
+    if isinstance(boards, str):
+        boards = [boards]
+    if not isinstance(boards, list) or not all(isinstance(b, str) and b for b in boards):
+        raise SubmissionError("bad_metadata", f"boards must be a list of board names, got {boards!r}")
+    return name, author, tuple(boards)
+
+
+def check_method(code: bytes) -> str:
+    """Parse ``method.py`` (without running it): a ``Method`` class with ``score`` or ``keep``, allowed imports."""
+    returns, _ = check_hooks(code)
+    if returns == "none":
+        raise SubmissionError("bad_method", f"class {METHOD_CLASS} must define exactly one of score(layer) "
+                                            "(per-token scores) or keep(layer) (indices to keep); it defines neither")
+    return returns
+
+
+def check_hooks(code: bytes) -> tuple[str, bool]:
+    """Parse ``method.py``: ``("scores"|"indices"|"none", defines decode)``; at most one of score/keep, and at
+    least one hook."""
+    if len(code) > MAX_METHOD_BYTES:
+        raise SubmissionError("bad_method", f"{METHOD_FILE} is {len(code)} bytes; the limit is {MAX_METHOD_BYTES}")
+    try:
+        tree = ast.parse(code.decode("utf-8"), METHOD_FILE)
+    except (SyntaxError, UnicodeDecodeError) as err:
+        raise SubmissionError("bad_method", f"{METHOD_FILE} does not parse: {err}") from None
+    for node in ast.walk(tree):
+        for module in _imported(node):
+            _check_import(module)
+    classes = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == METHOD_CLASS]
+    if not classes:
+        raise SubmissionError("bad_method", f"{METHOD_FILE} defines no top-level class {METHOD_CLASS} "
+                                            "(see cachecraft_lib/arena/submissions/method_api.py for the interface)")
+    methods = {n.name for n in classes[-1].body if isinstance(n, ast.FunctionDef)}
+    hooks = methods & {"score", "keep"}
+    decode = "decode" in methods
+    if len(hooks) > 1 or not (hooks or decode):
+        raise SubmissionError("bad_method", f"class {METHOD_CLASS} must define exactly one of score(layer) "
+                                            f"(per-token scores) or keep(layer) (indices to keep), and/or "
+                                            f"decode(layer) for decode-time boards; it defines "
+                                            f"{sorted(hooks) or 'none of them'}")
+    return ("scores" if hooks == {"score"} else "indices" if hooks else "none"), decode
+
+
+def _imported(node: ast.AST) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    if isinstance(node, ast.ImportFrom):
+        return [node.module or ""] if node.level == 0 else ["." * node.level + (node.module or "")]
+    return []
+
+
+def _check_import(module: str) -> None:
+    top = module.split(".")[0]
+    if top in ALLOWED_IMPORTS:
+        return
+    if top in NETWORK_MODULES:
+        raise SubmissionError("network", f"{METHOD_FILE} imports {module}: a method has no network access")
+    if top in {"os", "io", "pathlib", "shutil", "subprocess", "glob", "tempfile", "sys", "builtins", "ctypes",
+               "pickle", "importlib", "mmap", "fcntl"}:
+        raise SubmissionError("file_access", f"{METHOD_FILE} imports {module}: a method may not touch files, "
+                                             "processes or the interpreter")
+    raise SubmissionError("bad_import", f"{METHOD_FILE} imports {module}; a method may import only "
+                                        f"{', '.join(sorted(ALLOWED_IMPORTS - {'__future__'}))}")

@@ -1,0 +1,194 @@
+"""A submission's method in the sandbox for untrusted code (``cachecraft_lib.sandbox``), one per evaluation.
+
+One ``MethodSandbox`` serves a whole evaluation (every layer, context and budget): starting a process per
+layer would cost more than the compression. The boundary is the operating system (``sandbox.boundary``:
+namespaces, seccomp, a cgroup; it fails closed unless ``Limits(allow_weak=True)``, and ``boundary`` names
+what was in force, for the ledger). The limits: CPU seconds per layer call, memory of the whole sandbox,
+seconds to load, and wall-clock seconds for the whole evaluation (``wall_s``). What comes back is plain
+bytes with a JSON header, validated here (``validate_scores`` / ``validate_indices``); every failure is a
+``SubmissionError`` with its kind (``protocol`` for a malformed reply).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ...sandbox import Box, BoxLimits, Failure, WallBudget, clean_text
+from .folder import Submission, SubmissionError
+from .method_api import SCALARS
+
+LAYER_FILES = (Path(__file__).with_name("child.py"), Path(__file__).with_name("method_api.py"))
+FLOAT_DTYPES = {"float16", "float32", "float64"}
+INT_DTYPES = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"}
+NUMBER_DTYPES = FLOAT_DTYPES | INT_DTYPES | {"bool"}
+KIND_OF_FAILURE = {"process": "file_access", "boundary": "crash"}  # the box's kinds in the arena's terms
+KNOWN_KINDS = {"crash", "memory", "tampering", "bad_output", "file_access", "network", "boundary"}  # from the child
+
+
+@dataclass
+class Limits:
+    """What one method may use: CPU seconds per layer call, memory (MB beyond its start, whole sandbox),
+    seconds to load, wall seconds for the whole evaluation; ``allow_weak`` runs without the full boundary."""
+
+    timeout_s: float = 10.0
+    memory_mb: int = 1024
+    load_s: float = 30.0
+    wall_s: float = 3600.0
+    allow_weak: bool = False
+
+    @classmethod
+    def of(cls, **limits: Any) -> Limits:
+        names = [f.name for f in fields(cls)]
+        unknown = set(limits) - set(names)
+        if unknown:
+            raise TypeError(f"unknown sandbox limits {sorted(unknown)}; limits: {', '.join(names)}")
+        return cls(**limits)
+
+    def box(self) -> BoxLimits:
+        return BoxLimits(cpu_s=self.timeout_s, memory_mb=self.memory_mb, load_s=self.load_s, wall_s=self.wall_s,
+                         allow_weak=self.allow_weak)
+
+
+def _refusal(err: Failure, layer: int | None = None) -> SubmissionError:
+    where = f"layer {layer}: " if layer is not None else ""
+    return SubmissionError(KIND_OF_FAILURE.get(err.kind, err.kind), where + err.message)
+
+
+@dataclass
+class MethodSandbox:
+    """One submission's ``Method`` in one sandbox; ``call`` runs it on one layer."""
+
+    submission: Submission
+    limits: Limits = field(default_factory=Limits)
+    calls: int = 0
+    budget: WallBudget | None = None  # the evaluation's wall budget, shared by its sandboxes (press.sandbox_for)
+
+    def __post_init__(self) -> None:
+        self._box = Box(LAYER_FILES, self.limits.box(), self.budget)  # BoundaryUnavailable here: nothing runs
+
+    @property
+    def boundary(self) -> str:
+        """The boundary in force: ``"bwrap+seccomp+cgroup"``, or ``"weak: ..."`` (record it with the result)."""
+        return self._box.boundary_name
+
+    @property
+    def cpu_s(self) -> float:
+        return self._box.cpu_used
+
+    @property
+    def alive(self) -> bool:
+        return self._box.alive
+
+    def start(self) -> MethodSandbox:
+        try:
+            header = self._box.start({"returns": self.submission.returns}, self.submission.source)
+        except Failure as err:
+            raise _refusal(err) from None
+        if not header.get("ok"):
+            self.close()
+            raise _reply_refusal(header, "the method did not load")
+        return self
+
+    def close(self) -> None:
+        self._box.close()
+
+    def __enter__(self) -> MethodSandbox:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def call(self, arrays: dict[str, np.ndarray], hook: str | None = None, **scalars: Any) -> np.ndarray:
+        """The method's raw answer for one layer (validate it with ``validate_scores``/``validate_indices``);
+        ``hook`` names the method called (default: the submission's ``score``/``keep``; ``decode`` on board C)."""
+        if not self.alive:
+            self.start()
+        missing = set(SCALARS) - set(scalars)
+        if missing:
+            raise TypeError(f"call needs {sorted(missing)}")
+        header = {"hook": hook, **{k: scalars[k] for k in SCALARS}}
+        try:
+            reply, _, out = self._box.request(header, arrays)
+        except Failure as err:
+            raise _refusal(err, scalars["layer"]) from None
+        self.calls += 1
+        if not reply.get("ok") or "out" not in out:
+            self.close()  # a failed method is not trusted with another call
+            raise _reply_refusal(reply, "failed", scalars["layer"])
+        return out["out"].copy()
+
+    def answer(self, arrays: dict[str, np.ndarray], **scalars: Any) -> np.ndarray:
+        """The validated answer for one layer: (H_kv, L) scores or (H_kv, n) sorted indices."""
+        out = self.call(arrays, **scalars)
+        heads, tokens = arrays["keys"].shape[:2]
+        if self.submission.returns == "scores":
+            return validate_scores(out, heads, tokens)
+        return validate_indices(out, heads, tokens, int(scalars["budget"]))
+
+    def decode(self, arrays: dict[str, np.ndarray], **scalars: Any) -> np.ndarray:
+        """The validated ``decode`` answer for one layer: (H_kv, n) sorted indices to keep, n <= budget.
+
+        Float answers are scores (the ``budget`` highest per head are kept; ties keep the earlier entry);
+        integer answers are the indices themselves."""
+        out = self.call(arrays, hook="decode", **scalars)
+        heads, tokens = arrays["keys"].shape[:2]
+        budget = int(scalars["budget"])
+        if out.dtype.name in FLOAT_DTYPES:
+            scores = validate_scores(out, heads, tokens)
+            return np.sort(np.argsort(-scores, axis=1, kind="stable")[:, :budget], axis=1)
+        return validate_indices(out, heads, tokens, budget)
+
+
+def _reply_refusal(reply: dict, default: str, layer: int | None = None) -> SubmissionError:
+    """The refusal a failed reply names; a kind the arena does not know is itself a protocol error."""
+    kind, text = reply.get("kind"), reply.get("error", default)
+    if not isinstance(kind, str) or kind not in KNOWN_KINDS or not isinstance(text, str):
+        kind, text = "protocol", f"a failed reply without a known kind ({clean_text(kind, 60)})"
+    return _refusal(Failure(KIND_OF_FAILURE.get(kind, kind), text), layer)
+
+
+def validate_scores(out: np.ndarray, n_heads: int, n_tokens: int) -> np.ndarray:
+    """(H_kv, L) float32 finite scores from an (L,) or (H_kv, L) answer."""
+    if out.dtype.name not in NUMBER_DTYPES:
+        raise SubmissionError("bad_output", f"score() returned {out.dtype}, not numbers")
+    if out.shape == (n_tokens,):
+        out = np.broadcast_to(out, (n_heads, n_tokens))
+    if out.shape != (n_heads, n_tokens):
+        raise SubmissionError("bad_output", f"score() returned shape {out.shape}; expected ({n_tokens},) or "
+                                            f"({n_heads}, {n_tokens})")
+    with np.errstate(over="ignore", invalid="ignore"):
+        scores = out.astype(np.float32)
+    if not np.isfinite(scores).all():
+        raise SubmissionError("bad_output", f"score() returned {int((~np.isfinite(scores)).sum())} non-finite "
+                                            "scores (NaN or inf, also after conversion to float32)")
+    return np.ascontiguousarray(scores)
+
+
+def validate_indices(out: np.ndarray, n_heads: int, n_tokens: int, budget: int) -> np.ndarray:
+    """(H_kv, n) sorted int64 indices, unique per head, in range, 1 <= n <= budget."""
+    if out.dtype.name not in INT_DTYPES:
+        raise SubmissionError("bad_output", f"keep() returned {out.dtype} values; indices must be integers")
+    if out.ndim == 1:
+        out = np.broadcast_to(out, (n_heads, out.shape[0]))
+    if out.ndim != 2 or out.shape[0] != n_heads:
+        raise SubmissionError("bad_output", f"keep() returned shape {out.shape}; expected (n,) or ({n_heads}, n)")
+    n = out.shape[1]
+    if n > budget:
+        raise SubmissionError("over_budget", f"keep() kept {n} entries per head; the budget is {budget}")
+    if n == 0:
+        raise SubmissionError("bad_output", "keep() kept nothing; keep at least one entry per head")
+    idx = out.astype(np.int64)
+    bad = idx[(idx < 0) | (idx >= n_tokens)]
+    if bad.size:
+        raise SubmissionError("out_of_range", f"keep() returned indices outside [0, {n_tokens}): "
+                                              f"{sorted(set(bad.tolist()))[:10]}")
+    idx = np.sort(idx, axis=1)
+    dup = (idx[:, 1:] == idx[:, :-1])
+    if dup.any():
+        raise SubmissionError("duplicate_indices", f"keep() returned duplicate indices "
+                                                   f"{sorted(set(idx[:, 1:][dup].tolist()))[:10]}")
+    return np.ascontiguousarray(idx)

@@ -1,0 +1,1 @@
+"""Reporting: figures and tables saved for the notebooks, plots, inspection, notebook helpers."""

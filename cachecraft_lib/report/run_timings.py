@@ -1,0 +1,97 @@
+"""Per-notebook timings written by ``cachecraft reproduce`` itself, never copied by hand.
+
+Each notebook run appends one row to ``runs/<profile>/timings.csv`` (when, commit, profile, notebook, seconds,
+status, CPU cores, load average before and after). ``timings_table`` turns the latest row per notebook into
+Markdown, and ``update_doc`` writes it between the markers ``<!-- timings:<profile>:begin -->`` and
+``<!-- timings:<profile>:end -->`` of ``docs/timings.md`` (a doc without them is left alone), so the doc says what
+the last run on this machine measured.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import subprocess
+from datetime import UTC, datetime
+from pathlib import Path
+
+from ..paths import REPO, RUNS
+
+FIELDS = ["when", "commit", "profile", "notebook", "seconds", "status", "cpus", "load_before", "load_after"]
+DOC = REPO / "docs" / "timings.md"
+
+
+def timings_path(profile: str) -> Path:
+    return RUNS / profile / "timings.csv"
+
+
+def load() -> float:
+    """The one-minute load average (0 where the platform has none)."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:
+        return 0.0
+
+
+def commit() -> str:
+    try:
+        out = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, timeout=10)
+        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return out.stdout.strip() + ("+changes" if dirty else "") if out.returncode == 0 else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def append(path: Path, profile: str, notebook: str, seconds: float, status: str, load_before: float,
+           revision: str) -> None:
+    """One row for one notebook's run (the file and its header are created on the first)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    new = not path.exists()
+    with open(path, "a", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, FIELDS)
+        if new:
+            writer.writeheader()
+        writer.writerow({"when": datetime.now(UTC).isoformat(timespec="seconds"), "commit": revision,
+                         "profile": profile, "notebook": notebook, "seconds": round(seconds, 1), "status": status,
+                         "cpus": os.cpu_count(), "load_before": load_before, "load_after": load()})
+
+
+def latest(path: Path) -> list[dict[str, str]]:
+    """The latest row per notebook, in notebook order."""
+    if not path.exists():
+        return []
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = {r["notebook"]: r for r in csv.DictReader(f)}
+    return [rows[k] for k in sorted(rows)]
+
+
+def timings_table(path: Path) -> str:
+    """Markdown: notebook, seconds, status, when, commit, cores and load; the total of the finished ones."""
+    rows = latest(path)
+    lines = ["| notebook | seconds | status | when (UTC) | commit | cores | load before / after |",
+             "|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['notebook']} | {float(r['seconds']):,.0f} | {r['status']} | {r['when']} | {r['commit']} | "
+              f"{r['cpus']} | {r['load_before']} / {r['load_after']} |" for r in rows]
+    total = sum(float(r["seconds"]) for r in rows if r["status"] == "ok")
+    lines.append(f"| **all that ran** | **{total:,.0f}** | | | | | |")
+    return "\n".join(lines)
+
+
+def update_doc(profile: str, path: Path | None = None, doc: Path | None = None) -> bool:
+    """Replace the profile's block in ``doc`` (default ``DOC``) with the table; False when it has no such block."""
+    doc = doc or DOC
+    begin, end = f"<!-- timings:{profile}:begin -->", f"<!-- timings:{profile}:end -->"
+    if not doc.exists():
+        return False
+    text = doc.read_text(encoding="utf-8")
+    if begin not in text or end not in text:
+        return False
+    head, rest = text.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    body = (f"\n_Written by `cachecraft reproduce --profile {profile}` from `runs/{profile}/timings.csv` "
+            f"(the latest run of each notebook on the machine that ran it)._\n\n"
+            f"{timings_table(path or timings_path(profile))}\n")
+    doc.write_text(head + begin + body + end + tail, encoding="utf-8")
+    return True

@@ -1,0 +1,1 @@
+"""Statistics: paired intervals over samples, numeric precision, timing statistics."""
