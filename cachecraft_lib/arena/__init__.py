@@ -1,9 +1,8 @@
-"""The arena of seed 004: KV-eviction methods submitted to fixed boards, scored on hidden test items.
-
-Boards as data (``boards``/``boards/*.yaml``), their items (``items``), evaluation on the suite's shared
-prefill and batched decoding (``evaluate``), scores normalised to the full cache (``score``), budget
-calibration (``calibrate``), leaderboards derived from the ledger (``leaderboard``) and the verbs
-(``harness``, ``cachecraft arena ...``). Submissions, sandboxing, the submission press, splits and secret,
-gate, points and ledger are ``submission``, ``press``, ``splits``, ``gate``, ``points``, ``ledger``.
+"""The arena: KV-eviction methods submitted to fixed boards, scored on hidden test items (after the arena post,
+see docs/glossary.md). Rooms: ``boards/`` (boards as data, items, splits and secret, MATH-500), ``submissions/``
+(folder checks, the method API, the sandboxed press, conversion from a search program), ``scoring/`` (score,
+gate, points, the signed ledger, leaderboards), ``judges/``, ``site/`` and ``examples/`` (example submission
+folders). At the top: ``arena.py`` (the ``Arena`` class: the verbs), ``evaluate.py`` and ``board_c.py`` (running
+methods on a board), ``calibration.py``, ``baselines.py``, ``decode.py``, ``ray_eval.py``.
 The rules and why: ``cachecraft_lib/arena/README.md``.
 """

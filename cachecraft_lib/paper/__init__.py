@@ -1,1 +1,1 @@
-"""The paper's side: its tables (analysis), claims, checks against its numbers, and latency."""
+"""The paper's side: its tables (analysis), claims, consistency checks, latency, and the grid's precision."""

@@ -1,1 +1,1 @@
-"""Statistics: paired intervals over samples, numeric precision, timing statistics."""
+"""Statistics: paired intervals over samples (every comparison's uncertainty) and the spread of timings."""
