@@ -57,6 +57,12 @@ def record(**values: Any) -> dict[str, Any]:
     return payload
 
 
+def nan_as_none(frame: Any) -> Any:
+    """A frame (or series) with NaN as None: how notebooks record a cell that has no interval (one sample per
+    task), so ``record`` writes ``null`` rather than a "nan" string."""
+    return frame.astype(object).where(frame.notna(), None)
+
+
 def _finite(value: Any) -> Any:
     """NaN and infinities as the strings jupyter_client would make of them ("nan", "inf"), written here so the
     kernel sends valid JSON instead of warning that "Out of range float values are not JSON compliant"."""

@@ -1,0 +1,17 @@
+"""``nan_as_none``: the helper notebooks 03 and 04 record intervals through (NaN where one sample per task gives
+no interval must reach the record as null, other values unchanged)."""
+
+import json
+import math
+
+import pandas as pd
+
+from cachecraft_lib.report.notebooks import _finite, nan_as_none
+
+
+def test_nan_becomes_none_and_numbers_stay():
+    frame = pd.DataFrame({"aggregate": [0.5, 0.25], "lo": [math.nan, 0.1], "hi": [math.nan, 0.4]})
+    records = nan_as_none(frame).to_dict("records")
+    assert records == [{"aggregate": 0.5, "lo": None, "hi": None}, {"aggregate": 0.25, "lo": 0.1, "hi": 0.4}]
+    assert json.dumps(_finite(records))  # what record() publishes: valid JSON with null, not "nan"
+    assert nan_as_none(pd.Series([1.0, math.nan])).tolist() == [1.0, None]
