@@ -15,3 +15,14 @@ def test_nan_becomes_none_and_numbers_stay():
     assert records == [{"aggregate": 0.5, "lo": None, "hi": None}, {"aggregate": 0.25, "lo": 0.1, "hi": 0.4}]
     assert json.dumps(_finite(records))  # what record() publishes: valid JSON with null, not "nan"
     assert nan_as_none(pd.Series([1.0, math.nan])).tolist() == [1.0, None]
+
+
+def test_notebook_07s_renamed_snapkv_is_a_flagged_copy(tmp_path):
+    """The copy notebook 07 shows the judges (``arena.judges.demo``) is a valid folder that the rule judge flags."""
+    from cachecraft_lib.arena.judges import load_bundle, review
+    from cachecraft_lib.arena.judges.demo import write_renamed_snapkv
+    from cachecraft_lib.arena.submissions.folder import load_submission
+
+    folder = write_renamed_snapkv(tmp_path / "echo-salience", "A")
+    assert load_submission(folder).name == "echo-salience"
+    assert "UNDISCLOSED_PRIOR_ART" in review(load_bundle(folder)).flags
