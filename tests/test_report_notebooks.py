@@ -26,3 +26,16 @@ def test_notebook_07s_renamed_snapkv_is_a_flagged_copy(tmp_path):
     folder = write_renamed_snapkv(tmp_path / "echo-salience", "A")
     assert load_submission(folder).name == "echo-salience"
     assert "UNDISCLOSED_PRIOR_ART" in review(load_bundle(folder)).flags
+
+
+def test_cell_settings_are_what_grid_cells_gives_every_cell():
+    """Notebook 04 builds its own cells with ``cell_settings``: they must match the profile's grid cells."""
+    from cachecraft_lib.grid import Cell
+    from cachecraft_lib.grid.cells import cell_settings, grid_cells
+    from cachecraft_lib.profiles import get_profile
+
+    for name in ("smoke", "cpu"):
+        profile = get_profile(name)
+        for cell in grid_cells(profile):
+            assert cell == Cell(cell.model, cell.length, cell.method, cell.ratio, **cell_settings(profile))
+        assert cell_settings(profile, query_aware=not profile.query_aware)["query_aware"] is not profile.query_aware

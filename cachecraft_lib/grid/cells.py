@@ -51,6 +51,14 @@ class Cell:
         return asdict(self)
 
 
+def cell_settings(profile: Profile, query_aware: bool | None = None) -> dict[str, Any]:
+    """What every cell of a profile shares besides (model, length, method, ratio): ``Cell(m, n, method, r,
+    **cell_settings(profile))`` is a cell of the profile's grid (None: the profile's query-aware setting)."""
+    qa = profile.query_aware if query_aware is None else query_aware
+    return dict(query_aware=qa, samples_per_task=profile.samples_per_task, seed=profile.seed,
+                ruler_source=profile.ruler_source, tasks=profile.tasks, max_new_tokens=profile.max_new_tokens)
+
+
 def grid_cells(profile: Profile, methods: Iterable[str] | None = None, ratios: Iterable[float] | None = None,
                lengths: Iterable[int] | None = None, query_aware: bool | None = None,
                include_no_press: bool = True) -> list[Cell]:
@@ -59,9 +67,7 @@ def grid_cells(profile: Profile, methods: Iterable[str] | None = None, ratios: I
     unknown = [m for m in methods if m not in REGISTRY]
     if unknown:
         raise ValueError(f"unknown method(s) {unknown}; registered: {', '.join(REGISTRY)}")
-    qa = profile.query_aware if query_aware is None else query_aware
-    common = dict(query_aware=qa, samples_per_task=profile.samples_per_task, seed=profile.seed,
-                  ruler_source=profile.ruler_source, tasks=profile.tasks, max_new_tokens=profile.max_new_tokens)
+    common = cell_settings(profile, query_aware)
     cells = []
     for model in profile.models:
         for length in (lengths or profile.lengths):
