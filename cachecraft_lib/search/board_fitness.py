@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -108,6 +108,7 @@ class BoardFitness:
         model, tokenizer = self.arena.model(self.board)
         self.runner = PopulationRunner(model, tokenizer, self.board)
         self.seed_source = Path(seed_program).read_text() if seed_program else None
+        self._gates: dict[str, tuple[CandidateResult, pd.DataFrame]] = {}  # stage 1 by candidate name
         self.gate = 0.0  # the seed's own gate run (no gate yet)
         self.gate = gate if gate is not None else self._scaled_gate()
 
@@ -152,32 +153,23 @@ class BoardFitness:
     # ------------------------------------------------------------------------------------ the cascade
     def evaluate(self, sources: list[str], full: bool = True) -> list[CandidateResult]:
         """A population through the cascade in one pass per stage (batched); results in the order of ``sources``.
-        ``full=False`` stops after the gate (stage 1 only)."""
+        ``full=False`` stops after the gate (stage 1 only). A candidate's gate result is kept (by its source's
+        digest), so OpenEvolve's stage 2 after its stage 1 does not run the gate items again."""
         start = time.time()
         checked = [self._checked(s) for s in sources]
         live = {c.name: c for c in checked if isinstance(c, _Converted)}
-        gate_rows = self.runner.run(self.gate_items(), [self.contender(c) for c in live.values()])
-        failures = dict(self.runner.failures)
-        results: dict[str, CandidateResult] = {}
-        passed = []
-        for name in live:
-            if name in failures:
-                results[name] = CandidateResult(name, False, 1, self.gate, failure_kind=failures[name].split(":")[0],
-                                                reason=failures[name])
-                continue
-            score = float(self.report(gate_rows, name, gate_only=True)["scores"].loc[name, "overall"])
-            results[name] = CandidateResult(name, True, 1, self.gate, gate_score=score)
-            if score >= self.gate:
-                passed.append(name)
+        self._run_gate([c for c in live.values() if c.name not in self._gates])
+        results = {name: replace(self._gates[name][0]) for name in live}
+        passed = [n for n in live if results[n].valid and results[n].passed_gate]
         if full and passed:
             rest = self.runner.run(self.rest_items(), [self.contender(live[n]) for n in passed])
             for name in passed:
-                if name in self.runner.failures:
-                    kind = self.runner.failures[name]
+                failure = self.runner.failures.get(name)
+                if failure is not None:
                     results[name] = CandidateResult(name, False, 2, self.gate, results[name].gate_score,
-                                                    failure_kind=kind.split(":")[0], reason=kind)
+                                                    failure_kind=failure.split(":")[0], reason=failure)
                     continue
-                rows = pd.concat([gate_rows[gate_rows.method == name], rest[rest.method == name]], ignore_index=True)
+                rows = pd.concat([self._gates[name][1], rest[rest.method == name]], ignore_index=True)
                 rep = self.report(rows, name)
                 results[name].stage, results[name].report = 2, rep
                 results[name].fitness = float(rep["scores"].loc[name, "overall"])
@@ -186,6 +178,21 @@ class BoardFitness:
         for r in out:
             r.seconds = seconds
         return out
+
+    def _run_gate(self, todo: list[_Converted]) -> None:
+        """Stage 1 for the candidates not yet gated: one batched pass over the gate items."""
+        if not todo:
+            return
+        rows = self.runner.run(self.gate_items(), [self.contender(c) for c in todo])
+        for c in todo:
+            failure = self.runner.failures.get(c.name)
+            if failure is not None:
+                self._gates[c.name] = (CandidateResult(c.name, False, 1, self.gate, failure_kind=failure.split(":")[0],
+                                                       reason=failure), rows.iloc[:0])
+                continue
+            mine = rows[rows.method == c.name]
+            score = float(self.report(mine, c.name, gate_only=True)["scores"].loc[c.name, "overall"])
+            self._gates[c.name] = (CandidateResult(c.name, True, 1, self.gate, gate_score=score), mine)
 
     def evaluate_one(self, source: str, full: bool = True) -> CandidateResult:
         """One candidate through the same cascade with ``Arena.run`` (the path ``arena dev`` takes): the reference."""
@@ -215,7 +222,10 @@ class BoardFitness:
         seed = self.evaluate([self.seed_source], full=False)[0]
         if not seed.valid:
             raise ValueError(f"the seed program fails its own cascade ({seed.failure_kind}: {seed.reason})")
-        return round(PAPER_GATE / PAPER_SEED_S1 * seed.gate_score, 4)
+        gate = round(PAPER_GATE / PAPER_SEED_S1 * seed.gate_score, 4)
+        for result, _ in self._gates.values():
+            result.gate = gate
+        return gate
 
     # ------------------------------------------------------------------------- OpenEvolve's two stages
     def stage1(self, source: str) -> dict:
