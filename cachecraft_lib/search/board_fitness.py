@@ -3,7 +3,7 @@
 A candidate policy program is, in order:
 
 0. checked without running (``static_checks.stage0``: parse, imports, both functions, EVOLVE-BLOCK) and
-   converted to an arena submission folder (``arena.convert.program_to_submission``, the same conversion a
+   converted to an arena submission folder (``arena.submissions.convert.program_to_submission``, the same conversion a
    search's best program gets before ``arena submit``);
 1. run on the gate items, the first dev context of each task, exactly as an arena submission runs (the arena's
    sandbox, its answers validated outside and applied by a real KVPress press); its score there is ``arena dev``'s
@@ -29,9 +29,9 @@ from typing import Any
 
 import pandas as pd
 
-from ..arena.harness import Arena
-from ..arena.score import dev_report
-from ..arena.submission import SubmissionError
+from ..arena.arena import Arena
+from ..arena.scoring.score import dev_report
+from ..arena.submissions.folder import SubmissionError
 from .cascade import PAPER_GATE, PAPER_SEED_S1
 from .population import PopulationRunner
 from .static_checks import stage0
@@ -126,7 +126,7 @@ class BoardFitness:
 
     def convert(self, source: str) -> _Converted:
         """The program as an arena submission folder (raises ``ValueError``/``SubmissionError`` when it is not one)."""
-        from ..arena.convert import program_to_submission
+        from ..arena.submissions.convert import program_to_submission
 
         name = candidate_name(source)
         folder = tempfile.TemporaryDirectory(prefix="cachecraft-candidate-")

@@ -3,9 +3,9 @@
 Why: one candidate at a time through ``Arena.dev`` pays, per candidate, every context's prefill, the full
 cache's decode and one decode batch of its own budgets. Here, per dev context:
 
-- the prefill (``prefill.SharedPrefill``: every layer's hidden states, keys and values, which is what each
+- the prefill (``models.prefill.SharedPrefill``: every layer's hidden states, keys and values, which is what each
   press's hook sees) and the full cache's row are computed once and kept in memory across generations;
-- each candidate only computes its selection: its real KVPress press (``arena.press.submission_press``, the
+- each candidate only computes its selection: its real KVPress press (``arena.submissions.press.submission_press``, the
   arena's sandbox, outputs validated outside) compresses the shared prefill, budget by budget;
 - the compressed caches of all candidates x budgets of the context are decoded in one batch by the grid's
   batched engine (``grid.decode.decode_rows``); the full cache's answers come from the board's cached
@@ -25,9 +25,9 @@ import pandas as pd
 import torch
 
 from ..arena.evaluate import FULL, ROW_COLUMNS, BoardRunner, Contender, count_flops, over_contexts
-from ..arena.submission import SubmissionError
+from ..arena.submissions.folder import SubmissionError
 from ..grid.decode import CacheRow, decode_rows
-from ..prefill import SharedPrefill
+from ..models.prefill import SharedPrefill
 
 
 @dataclass
