@@ -14,7 +14,8 @@ def _cmd_evolve(args: argparse.Namespace) -> int:
     from ..search.evolve import evolve
 
     profile = get_profile(args.profile)
-    out = Path(args.out) if args.out else DATA / "results" / "search" / f"{profile.name}_{args.seed}_{args.mutator}"
+    board = f"_board{args.board}" if args.board else ""
+    out = Path(args.out) if args.out else DATA / "results" / "search" / f"{profile.name}_{args.seed}_{args.mutator}{board}"
     iterations = args.iterations or profile.search_iterations
     print(f"cachecraft evolve: seed {args.seed}, {iterations} iterations, mutator {args.mutator} -> {out}")
     llm = {} if args.mutator == "offline" else {"ollama_model": args.llm_model, "api_base": args.api_base,
@@ -22,7 +23,8 @@ def _cmd_evolve(args: argparse.Namespace) -> int:
     failure = None
     try:
         best = evolve(args.seed, iterations, out, profile, mutator=args.mutator, adversarial=args.adversarial,
-                      ratio=args.ratio, random_seed=args.random_seed, resume=not args.fresh, **llm)
+                      ratio=args.ratio, random_seed=args.random_seed, resume=not args.fresh,
+                      **({"board": args.board, "arena_root": args.arena_root} if args.board else {}), **llm)
     except RuntimeError as err:  # no candidate at all, every child failed, the fresh process failed: say why
         best, failure = None, err
     if best is not None:
@@ -67,4 +69,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     ev.add_argument("--random-seed", type=int, default=42)
     ev.add_argument("--fresh", action="store_true", help="do not resume from the last checkpoint")
     ev.add_argument("--out", help="run folder (default data/results/search/<profile>_<seed>_<mutator>)")
+    ev.add_argument("--board", choices=["A", "B_online", "B_offline"],
+                    help="fitness = this arena board's own score on its dev items (the code `arena dev` uses; "
+                         "candidates run as arena submissions: converted, sandboxed, applied by a KVPress press); "
+                         "cascade: static checks, the first dev context of each task as the gate, then all dev "
+                         "items. Without it the search scores its RULER slices as before")
+    ev.add_argument("--arena-root", help="the arena's results folder with --board (default: the profile's)")
     ev.set_defaults(func=_cmd_evolve)

@@ -180,18 +180,28 @@ def _invalid(kind: str, reason: str, start: float) -> dict:
             "seconds": time.time() - start}
 
 
-_EVALUATOR: CascadeEvaluator | None = None
+_EVALUATOR = None  # the worker's CascadeEvaluator, or its BoardFitness with --board
 
 
-def get_evaluator() -> CascadeEvaluator:
+def get_evaluator():
     """The worker's evaluator, built once from ``$CACHECRAFT_SEARCH_CONFIG`` (OpenEvolve re-executes evaluator.py)."""
     global _EVALUATOR
     if _EVALUATOR is None:
         path = os.environ.get(CONFIG_ENV)
         if not path or not Path(path).is_file():
             raise RuntimeError(f"${CONFIG_ENV} must point to a search_config.json (written by `cachecraft evolve`)")
-        _EVALUATOR = CascadeEvaluator(SearchSettings.from_file(path))
+        settings = SearchSettings.from_file(path)
+        _EVALUATOR = board_evaluator(settings) if settings.extras.get("board") else CascadeEvaluator(settings)
     return _EVALUATOR
+
+
+def board_evaluator(settings: SearchSettings):
+    """``cachecraft evolve --board``: the board's own dev score as the fitness (``board_fitness``)."""
+    from .board_fitness import BoardFitness
+
+    extras = settings.extras
+    return BoardFitness(extras["board"], profile=extras["profile"], root=extras.get("arena_root"),
+                        seed_program=settings.seed_program, gate=settings.gate)
 
 
 def as_openevolve(result: dict):

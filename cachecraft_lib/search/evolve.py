@@ -130,11 +130,14 @@ def latest_checkpoint(out_dir: str | Path) -> Path | None:
 async def evolve_async(seed: str | Path, iterations: int, out_dir: str | Path, profile: Profile,
                        mutator: str = "offline", adversarial: float = 0.0, ratio: float = 0.83,
                        random_seed: int = 42, resume: bool = True, gate: float | None = None,
-                       isolate: bool | None = None, **llm: Any):
+                       isolate: bool | None = None, board: str | None = None, arena_root: str | None = None,
+                       **llm: Any):
     """Run (or resume) a search to ``iterations`` in all; returns OpenEvolve's best ``Program``, or None when
     nothing ran in this process (the folder already holds that many iterations, or the run went to a fresh
     one). ``isolate``: run in a fresh interpreter with the fixed hash seed; None = when this one lacks it
-    (module doc). Usable with ``await`` in a notebook."""
+    (module doc). ``board``: the fitness is that arena board's dev score (``board_fitness``; the arena's results
+    under ``arena_root``, default the profile's); without it the search scores RULER as before. Usable with
+    ``await`` in a notebook."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     checkpoint = latest_checkpoint(out) if resume else None
@@ -151,21 +154,30 @@ async def evolve_async(seed: str | Path, iterations: int, out_dir: str | Path, p
               "with PYTHONHASHSEED=0, so that it repeats exactly", flush=True)
         await run_spec(write_spec(out, profile, seed=seed, iterations=iterations, mutator=mutator,
                                   adversarial=adversarial, ratio=ratio, random_seed=random_seed, resume=resume,
-                                  gate=gate, llm=llm))
+                                  gate=gate, llm=llm, **_board_args(board, arena_root)))
         return None
     return await _evolve_here(seed, iterations, out, profile, mutator, adversarial, ratio, random_seed,
-                              checkpoint, gate, llm)
+                              checkpoint, gate, llm, board, arena_root)
+
+
+def _board_args(board: str | None, arena_root: str | None) -> dict[str, Any]:
+    """The board arguments of a fresh process's spec (none without ``--board``: the spec stays as before)."""
+    return {"board": board, "arena_root": None if arena_root is None else str(arena_root)} if board else {}
 
 
 async def _evolve_here(seed: str | Path, iterations: int, out: Path, profile: Profile, mutator: str,
                        adversarial: float, ratio: float, random_seed: int, checkpoint: Path | None,
-                       gate: float | None, llm: dict[str, Any]):
+                       gate: float | None, llm: dict[str, Any], board: str | None = None,
+                       arena_root: str | None = None):
     """The search in this process, from ``checkpoint`` (None: from the seed)."""
     from openevolve import OpenEvolve
     from openevolve.controller import EvolutionFailedError
 
     settings = settings_for(profile, seed, ratio)
     settings.gate = gate
+    if board:
+        settings.extras.update(board=board, profile=profile.name,
+                               arena_root=None if arena_root is None else str(Path(arena_root).resolve()))
     settings.save(out / "search_config.json")
     os.environ[CONFIG_ENV] = str((out / "search_config.json").resolve())
     initial = out / "initial_program.py"
@@ -181,7 +193,8 @@ async def _evolve_here(seed: str | Path, iterations: int, out: Path, profile: Pr
         f"seed={seed}\nmutator={mutator if mutator != 'offline' else OFFLINE_NAME}\nadversarial={adversarial}\n"
         f"gate={gate} (paper: {PAPER_GATE} with the seed at {PAPER_SEED_S1}; scaled to this model's seed S1)\n"
         f"model={settings.model}\nlength={settings.length}\nratio={ratio}\niterations={iterations}\n"
-        f"random_seed={random_seed}\nresumed_from={done}\n")
+        f"random_seed={random_seed}\nresumed_from={done}\n"
+        + (f"fitness=board {board}: arena dev's overall score on its dev items (board_fitness)\n" if board else ""))
     deterministic_ids(random_seed)
     handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     try:

@@ -1,0 +1,81 @@
+"""Board fitness evaluations per hour: a population at once vs one candidate at a time (issue 38, item 2).
+
+    python benchmarks/bench_population.py [--profile cpu|smoke] [--board A] [--population 4] [--generations 2]
+
+The same candidates (``board_fitness.offline_population`` from the V1 seed, deterministic) go through the
+board-fitness cascade twice: one at a time through ``Arena.run`` (``BoardFitness.evaluate_one``: every
+candidate re-runs each dev context's prefill, the full cache's decode and its own decode batch), and as whole
+generations (``BoardFitness.evaluate``: each context's prefill kept across generations, every candidate x
+budget decoded in one batch). The gate is 0 so that every candidate is a full dev evaluation. Every
+candidate's gate score and fitness must be identical on both paths (asserted). Printed: evaluations per hour
+of each path, the first generation (which pays the prefills) and the later ones (which do not) apart, and the
+ratios. Both paths run each candidate's selection in the arena's sandbox; that cost is the same on both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from cachecraft_lib.search.board_fitness import BoardFitness, offline_population
+from cachecraft_lib.search.seeds import seed_path
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", default="cpu")
+    parser.add_argument("--board", default="A")
+    parser.add_argument("--population", type=int, default=4, help="candidates per generation")
+    parser.add_argument("--generations", type=int, default=2, help="batched generations (the first pays prefills)")
+    parser.add_argument("--single", type=int, default=None, help="candidates run one at a time (default: a generation)")
+    parser.add_argument("--arena-root", help="arena results folder (its dev baselines are reused); default: a temp one")
+    args = parser.parse_args()
+
+    root = Path(args.arena_root) if args.arena_root else Path(tempfile.mkdtemp(prefix="bench-population-"))
+    start = time.time()
+    fit = BoardFitness(args.board, profile=args.profile, root=root, gate=0.0)
+    print(f"board {args.board} ({args.profile}): {fit.items.context_id.nunique()} dev contexts, budgets "
+          f"{fit.board.budgets}; baselines and items ready in {time.time() - start:.0f} s", flush=True)
+    seed = seed_path("v1").read_text()
+    generations = [offline_population(seed, args.population, random_seed=g) for g in range(args.generations)]
+
+    batched, times = {}, []
+    for g, sources in enumerate(generations):
+        t = time.time()
+        for r in fit.evaluate(sources):
+            batched[r.name] = r
+        times.append(time.time() - t)
+        print(f"batched generation {g}: {len(sources)} candidates in {times[-1]:.1f} s", flush=True)
+
+    fresh = BoardFitness(args.board, profile=args.profile, root=root, gate=0.0)  # nothing kept from the above
+    singles = generations[0][: args.single or args.population]
+    t = time.time()
+    one = [fresh.evaluate_one(s) for s in singles]
+    single_s = time.time() - t
+    print(f"one at a time: {len(singles)} candidates in {single_s:.1f} s", flush=True)
+
+    for r in one:
+        b = batched[r.name]
+        assert r.valid and b.valid, (r, b)
+        assert (b.gate_score, b.fitness) == (r.gate_score, r.fitness), (r.name, b.fitness, r.fitness)
+    print(f"identical gate scores and fitness for all {len(one)} candidates run both ways: "
+          + ", ".join(f"{r.fitness:.4f}" for r in one))
+
+    per_hour_single = 3600 * len(singles) / single_s
+    per_hour_cold = 3600 * args.population / times[0]
+    print(f"one at a time:            {per_hour_single:8.1f} evaluations/hour")
+    print(f"batched, first generation: {per_hour_cold:8.1f} evaluations/hour  ratio {per_hour_cold / per_hour_single:.2f}x")
+    if len(times) > 1:
+        warm = sum(times[1:]) / len(times[1:])
+        per_hour_warm = 3600 * args.population / warm
+        print(f"batched, later generations: {per_hour_warm:7.1f} evaluations/hour  ratio "
+              f"{per_hour_warm / per_hour_single:.2f}x  (prefills kept)")
+    if not args.arena_root:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
