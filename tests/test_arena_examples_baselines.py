@@ -62,3 +62,24 @@ def test_example_keeps_what_its_press_keeps(prefill, name, ratio):
             # token's norm, so its copies tie and float rounding picks one); KVPress's top-k order is not compared
             edge = row.topk(budget).values[-1]
             assert all(abs(float(row[i] - edge)) <= 1e-5 * max(1.0, abs(float(edge))) for i in mine ^ theirs)
+
+
+def test_anonymised_entries_name_nothing(tmp_path):
+    from cachecraft_lib.arena.judges.calibration import SOURCE, anonymise
+    from cachecraft_lib.arena.judges.references import PUBLISHED
+
+    for n, name in enumerate(sorted(SOURCE), start=1):
+        folder = anonymise(EXAMPLES / name, tmp_path / name, n)
+        text = " ".join((folder / f).read_text() for f in ("method.py", "metadata.yaml", "DESCRIPTION.md"))
+        aliases = PUBLISHED[SOURCE[name]][0] + (name,)
+        assert not any(a.lower() in text.lower() for a in aliases), f"{name}'s entry still names its source"
+        assert load_submission(folder).returns == "scores"  # still a valid submission
+
+
+def test_calibration_rates_every_baseline_novelty_at_most_one_and_names_its_source():
+    from cachecraft_lib.arena.judges.calibration import SOURCE, calibration_table
+
+    table = calibration_table()
+    assert sorted(table.baseline) == sorted(SOURCE)
+    assert (table.novelty <= 1).all() and table.right_source.all() and table.passes.all()
+    assert (table.named == table.source).all()
