@@ -9,9 +9,9 @@ import pytest
 import torch
 from kvpress import KnormPress, SnapKVPress, StreamingLLMPress, TOVAPress
 
-from cachecraft_lib.arena.press import close_sandboxes, submission_press
-from cachecraft_lib.arena.submission import load_submission
-from cachecraft_lib.prefill import SharedPrefill
+from cachecraft_lib.arena.submissions.press import close_sandboxes, submission_press
+from cachecraft_lib.arena.submissions.folder import load_submission
+from cachecraft_lib.models.prefill import SharedPrefill
 
 EXAMPLES = Path(__file__).parents[1] / "cachecraft_lib" / "arena" / "examples" / "baselines"
 PRESSES = {"snapkv": SnapKVPress, "tova": TOVAPress, "knorm": KnormPress, "streaming_llm": StreamingLLMPress}
@@ -19,7 +19,7 @@ PRESSES = {"snapkv": SnapKVPress, "tova": TOVAPress, "knorm": KnormPress, "strea
 
 @pytest.fixture(scope="module")
 def prefill():
-    from cachecraft_lib.models import load_model
+    from cachecraft_lib.models.loading import load_model
 
     model, tokenizer = load_model("tiny", device="cpu", dtype="float32")
     text = ("The launch code for the north gate is 4417. Maria keeps the ledger in the blue room. " * 12)
