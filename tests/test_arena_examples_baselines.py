@@ -9,8 +9,8 @@ import pytest
 import torch
 from kvpress import KnormPress, SnapKVPress, StreamingLLMPress, TOVAPress
 
-from cachecraft_lib.arena.submissions.press import close_sandboxes, submission_press
 from cachecraft_lib.arena.submissions.folder import load_submission
+from cachecraft_lib.arena.submissions.press import close_sandboxes, submission_press
 from cachecraft_lib.models.prefill import SharedPrefill
 
 EXAMPLES = Path(__file__).parents[1] / "cachecraft_lib" / "arena" / "examples" / "baselines"
