@@ -48,5 +48,6 @@ def test_notebook_07_arena(tmp_path):
     assert "embedded tiny model" in r["label"]
     for name in ("table_arena_boards.md", "table_arena_baselines_dev.csv", "table_arena_sizing.md",
                  "table_arena_leaderboard.md", "fig_arena_leaderboard.png", "table_arena_points_replay.md",
-                 "table_arena_reviews.md"):
+                 "table_arena_reviews.md", "table_arena_judge_calibration.md",
+                 "table_arena_post_methods.md"):
         assert (tmp_path / "f" / name).exists()
