@@ -9,6 +9,7 @@ and after each call: a changed hash (or a write attempt) is ``tampering``.
 from __future__ import annotations
 
 import hashlib
+import types
 from typing import Any
 
 import method_api
@@ -28,10 +29,20 @@ def prepare() -> None:
     np.linalg.norm(np.ones(3)), np.sort(np.ones(3)), np.argpartition(np.ones(3), 1)  # load lazy parts now
 
 
-def load(source: str, setup: dict) -> tuple[Any, str]:
+LOADS_ARRAYS = True  # serve.py passes the setup frame's arrays (the submission's parameters) to load
+
+
+def load(source: str, setup: dict, arrays: dict | None = None) -> tuple[Any, str]:
+    """The method, built with its parameters (``Method(params)``: a read-only mapping of read-only arrays) when
+    the submission ships ``params.npz``, with no argument otherwise (as before the hook existed)."""
     namespace: dict = {"__name__": "method"}
     exec(compile(source, "method.py", "exec"), namespace)
-    return namespace["Method"](), "score" if setup["returns"] == "scores" else "keep"
+    params = {k[len("param:"):]: v for k, v in (arrays or {}).items() if k.startswith("param:")}
+    for a in params.values():
+        a.setflags(write=False)
+    cls = namespace["Method"]
+    method = cls(types.MappingProxyType(params)) if setup.get("params") else cls()
+    return method, "score" if setup["returns"] == "scores" else "keep"
 
 
 def _digests(arrays: dict[str, np.ndarray]) -> dict[str, str]:

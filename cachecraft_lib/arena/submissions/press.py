@@ -44,7 +44,7 @@ UNREPORTED = "unreported (a sandbox without a boundary attribute: the in-process
 
 def sandbox_for(sub: Submission, limits: Limits) -> MethodSandbox:
     """The live sandbox of ``sub`` under ``limits``, started on first use."""
-    key = (sub.code_sha256, sub.returns, tuple(sorted(vars(limits).items())))
+    key = (sub.identity, sub.returns, tuple(sorted(vars(limits).items())))
     box = _SANDBOXES.get(key)
     if box is None or not box.alive:
         budget = _BUDGETS.setdefault(key, WallBudget(limits.wall_s))

@@ -85,7 +85,11 @@ class MethodSandbox:
 
     def start(self) -> MethodSandbox:
         try:
-            header = self._box.start({"returns": self.submission.returns}, self.submission.source)
+            from .params import frame_arrays
+
+            params = self.submission.params_arrays
+            header = self._box.start({"returns": self.submission.returns, "params": bool(params)},
+                                     self.submission.source, frame_arrays(params))
         except Failure as err:
             raise _refusal(err) from None
         if not header.get("ok"):
