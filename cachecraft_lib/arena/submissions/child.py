@@ -57,14 +57,19 @@ def handle(state: tuple[Any, str], header: dict, arrays: dict[str, np.ndarray]) 
     hook = getattr(method, name, None) if name in method_api.HOOKS else None
     if hook is None:
         raise AttributeError(f"Method has no {name}(layer)")
-    out = np.asarray(hook(layer))
+    answer = hook(layer)
     after = _digests({name: getattr(layer, name) for name in before})
     if after != before:
         changed = sorted(n for n in before if before[n] != after[n])
         return {"ok": False, "kind": "tampering", "error": f"the method changed its inputs {changed}"}, {}
-    if out.dtype.name not in OUT_DTYPES:
-        return {"ok": False, "kind": "bad_output", "error": f"returned an array of {out.dtype}, not numbers"}, {}
-    return {"ok": True}, {"out": out}
+    parts = {"out": answer}
+    if isinstance(answer, method_api.Rewrite):
+        parts = {"out": answer.indices, "keys": answer.keys, "values": answer.values}
+    out = {k: np.asarray(v) for k, v in parts.items() if v is not None}
+    for part, array in out.items():
+        if array.dtype.name not in OUT_DTYPES:
+            return {"ok": False, "kind": "bad_output", "error": f"returned {part} of {array.dtype}, not numbers"}, {}
+    return {"ok": True}, out
 
 
 def _where(err: BaseException) -> str:

@@ -36,7 +36,7 @@ METHOD_FILE, DESCRIPTION_FILE, METADATA_FILE = "method.py", "DESCRIPTION.md", "m
 METHOD_CLASS = "Method"
 REQUIRED_SECTIONS = ("Idea", "Method", "Relation to prior work", "Evidence", "Limitations", "Builds on")
 ALLOWED_IMPORTS = frozenset({"numpy", "math", "functools", "itertools", "collections", "heapq", "dataclasses",
-                             "typing", "__future__", "statistics", "bisect", "operator"})
+                             "typing", "__future__", "statistics", "bisect", "operator", "method_api"})
 NETWORK_MODULES = frozenset({"socket", "ssl", "http", "urllib", "urllib3", "requests", "ftplib", "smtplib",
                              "asyncio", "selectors", "xmlrpc", "httpx", "aiohttp"})
 MAX_METHOD_BYTES = 256 * 1024

@@ -34,6 +34,16 @@ harness keeps the ``budget`` highest per head); an integer answer is the indices
 at most ``budget``). It runs in the same sandbox, is validated outside it, and the harness checks the cap on
 the cache tensors after every eviction. ``compression_ratio`` is ``1 - budget / L``.
 
+**Rewrite.** ``keep`` may return ``Rewrite(indices, keys=None, values=None)`` instead of the indices: with the
+entries it keeps, new contents for them (e.g. evicted entries merged into kept ones, as KVPress's MergingPress
+does). ``keys``/``values`` are (H_kv, n, D) float32, row ``j`` of head ``h`` replacing entry ``indices[h, j]``
+(indices as ``keep`` returns them, (H_kv, n); any order, the harness sorts both together), finite, also once
+cast to the cache's dtype; either may be omitted (that half is gathered unchanged). They are validated outside
+the sandbox and written into the cache by the press; the cache holds ``n`` entries per head as with ``keep``.
+
+**Parameters.** A submission that ships ``params.npz`` is built as ``Method(params)``: ``params`` is a read-only
+mapping of read-only numeric arrays (``arena.params``); without the file, ``Method()``.
+
 This module is imported both by the harness and, on its own, by the sandbox child (numpy only).
 """
 
@@ -69,6 +79,15 @@ class Layer:
     def groups(self) -> int:
         """Query heads per KV head (grouped-query attention)."""
         return int(self.queries.shape[0] // self.keys.shape[0])
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """``keep``'s answer with new contents for the kept entries (see the module doc)."""
+
+    indices: np.ndarray
+    keys: np.ndarray | None = None
+    values: np.ndarray | None = None
 
 
 ARRAYS = ("keys", "values", "queries", "positions")
