@@ -54,6 +54,7 @@ class Contender:
     own_prefill: bool = False  # replays the context itself (KVzip): cannot use the shared prefill
     masks_keys: bool = False
     decode: Callable[[], Any] | None = None  # board C: a fresh ``decoding.CapMethod`` (None: no decode-time method)
+    probes: tuple[str, ...] = ()  # a submission's probe texts (never a question on query-agnostic boards)
 
 
 def _no_prefill(name: str) -> Callable[[float], BasePress | None]:
@@ -103,7 +104,12 @@ def submission_contender(sub: Any, **limits: Any) -> Contender:
 
         decode = lambda: submission_cap_method(sub, **limits)  # noqa: E731
     build = (lambda ratio: submission_press(sub, ratio, **limits)) if sub.returns != "none" else _no_prefill(sub.name)
-    return Contender(sub.name, build, "submission", decode=decode)
+    probes = tuple(getattr(sub, "probes", ()) or ())
+    if probes and sub.returns != "none":
+        from .probe_press import probe_press
+
+        build = lambda ratio: probe_press(sub, ratio, **limits)  # noqa: E731
+    return Contender(sub.name, build, "submission", own_prefill=bool(probes), decode=decode, probes=probes)
 
 
 def _sdpa_cpu_flops(query_shape, key_shape, value_shape, *args, **kwargs) -> int:
@@ -142,6 +148,11 @@ class BoardRunner:
         context_ids = self.pipe.preprocess(text, [""], first.answer_prefix, max_context_length=10**9)["context_ids"]
         question_ids = [self.pipe.preprocess(text, [q], p, max_context_length=10**9)["questions_ids"][0]
                         for q, p in zip(questions, group.answer_prefix, strict=True)]
+        if not self.board.query_aware:
+            from .probes import check_not_question
+
+            for c in contenders:
+                check_not_question(c.probes, group.question)  # before anything of this context runs
         with count_flops() as counter:
             shared = SharedPrefill(self.model, context_ids)
         prefill_flops = counter.get_total_flops()

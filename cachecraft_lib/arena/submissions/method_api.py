@@ -41,6 +41,12 @@ does). ``keys``/``values`` are (H_kv, n, D) float32, row ``j`` of head ``h`` rep
 cast to the cache's dtype; either may be omitted (that half is gathered unchanged). They are validated outside
 the sandbox and written into the cache by the press; the cache holds ``n`` entries per head as with ``keep``.
 
+**Probes.** A submission may declare up to 4 probe texts in ``metadata.yaml`` (``probes: ["List every name ..."]``,
+at most 400 characters and 128 tokens each). The harness prefills the whole context, runs each probe through the
+model after it (on a copy of the cache, as KVzip's replay), and calls ``score``/``keep`` once per layer with
+``probe_queries`` (H_q, P, D) float32, the probes' queries after RoPE, concatenated, and ``probe_lengths`` (n,)
+int64; without probes both are None. On query-agnostic boards a probe containing a question is refused.
+
 **Parameters.** A submission that ships ``params.npz`` is built as ``Method(params)``: ``params`` is a read-only
 mapping of read-only numeric arrays (``arena.params``); without the file, ``Method()``.
 
@@ -66,6 +72,8 @@ class Layer:
     layer: int
     n_layers: int
     compression_ratio: float
+    probe_queries: np.ndarray | None = None  # (H_q, P, D) the probes' queries after RoPE (metadata ``probes``)
+    probe_lengths: np.ndarray | None = None  # (n_probes,) tokens of each probe in ``probe_queries``
 
     @property
     def n_tokens(self) -> int:
