@@ -143,3 +143,43 @@ def test_the_judges_bundle_names_the_params_hash_not_the_numbers(tmp_path):
     assert bundle.params == {"sha256": sub.params_sha256, "arrays": {"w": {"dtype": "float32", "shape": [8]}}}
     assert bundle.as_prompt()["submission"]["params.npz"]["sha256"] == sub.params_sha256
     assert "params.npz" not in load_bundle(ASSETS / "good_scores").as_prompt()["submission"]
+
+
+def test_a_pickled_object_array_is_never_unpickled(tmp_path):
+    import io
+    import os
+
+    from cachecraft_lib.arena.params import parse_params
+    from cachecraft_lib.arena.submission import SubmissionError
+
+    marker = tmp_path / "ran"
+
+    class Boom:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    buf = io.BytesIO()
+    np.savez(buf, w=np.array([Boom()], dtype=object))
+    with pytest.raises(SubmissionError, match="bad_params"):
+        parse_params(buf.getvalue())
+    assert not marker.exists()
+
+
+def test_arena_check_lists_the_hooks_and_the_params_hash(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    folder = tmp_path / "checked"
+    shutil.copytree(ASSETS / "good_scores", folder)
+    np.savez(folder / "params.npz", w=np.ones(4, np.float32))
+    with pytest.raises(SubmissionError, match="__init__"):
+        load_submission(folder)  # params shipped to a Method that cannot take them: refused at check
+    code = (folder / "method.py").read_text().replace("class Method:", "class Method:\n    def __init__(self, params):\n"
+                                                      "        self.params = params\n", 1)
+    (folder / "method.py").write_text(code)
+    (folder / "metadata.yaml").write_text("name: checked\nauthor: tester\nboards: [A]\nprobes: ['List the facts.']\n")
+    out = subprocess.run([sys.executable, "-m", "cachecraft_lib.cli", "arena", "check", str(folder)],
+                         capture_output=True, text=True, env=dict(os.environ))
+    assert out.returncode == 0, out.stderr
+    assert "hooks score, params, probes" in out.stdout and "params sha256" in out.stdout

@@ -141,3 +141,20 @@ def test_probes_are_bounded(model_tok):
     with pytest.raises(SubmissionError, match="tokens"):
         probe_ids(tokenizer, [" ".join(["zq"] * (MAX_PROBE_TOKENS + 1))[:400]])
     assert check_probes(None) == () and check_probes(PROBE) == (PROBE,)
+
+
+def test_a_probing_method_is_held_to_the_sandbox_limits(model_tok, tmp_path):
+    model, tokenizer = model_tok
+    spins = PROBING.replace("    def score(self, layer):\n", "    def score(self, layer):\n        while True:\n"
+                                                                "            pass\n")
+    sub = _sub(tmp_path, [PROBE], "spins", spins)
+    with pytest.raises(SubmissionError) as err:
+        _compress(model, lambda m: probe_press(sub, 0.5, tokenizer=tokenizer, timeout_s=0.5)(m),
+                  torch.randint(10, 1000, (1, 40)))
+    assert err.value.kind == "timeout"
+    writes = PROBING.replace("    def score(self, layer):\n", "    def score(self, layer):\n"
+                                                                "        layer.probe_queries[0, 0, 0] = 1.0\n")
+    with pytest.raises(SubmissionError) as err:
+        _compress(model, lambda m: probe_press(_sub(tmp_path, [PROBE], "writes", writes), 0.5,
+                                               tokenizer=tokenizer)(m), torch.randint(10, 1000, (1, 40)))
+    assert err.value.kind == "tampering"  # the probes' queries are read-only like every input

@@ -179,6 +179,9 @@ def load_submission(folder: str | Path) -> Submission:
     whole = "whole_cache" in method_names(code)
     check_boards_hooks(boards, returns if not whole else "whole", decode)
     params, params_sha256, _ = load_params(folder)
+    if params and not _init_takes_params(code):
+        raise SubmissionError("bad_method", f"the folder ships params.npz: class {METHOD_CLASS} must define "
+                                            "__init__(self, params) (the arrays arrive there, read-only)")
     return Submission(folder.resolve(), name, author, boards, hashlib.sha256(code).hexdigest(), returns, decode,
                       code, params, params_sha256, probes, whole)
 
@@ -292,6 +295,17 @@ def method_names(code: bytes) -> set[str]:
     tree = ast.parse(code.decode("utf-8"), METHOD_FILE)
     classes = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == METHOD_CLASS]
     return {n.name for n in classes[-1].body if isinstance(n, ast.FunctionDef)} if classes else set()
+
+
+def _init_takes_params(code: bytes) -> bool:
+    """``Method.__init__`` accepts one argument besides ``self`` (positional, or ``*args``)."""
+    tree = ast.parse(code.decode("utf-8"), METHOD_FILE)
+    classes = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == METHOD_CLASS]
+    inits = [n for n in classes[-1].body if isinstance(n, ast.FunctionDef) and n.name == "__init__"] if classes else []
+    if not inits:
+        return False
+    args = inits[-1].args
+    return len(args.posonlyargs) + len(args.args) >= 2 or args.vararg is not None
 
 
 def _imported(node: ast.AST) -> list[str]:
