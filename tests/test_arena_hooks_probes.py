@@ -158,3 +158,18 @@ def test_a_probing_method_is_held_to_the_sandbox_limits(model_tok, tmp_path):
         _compress(model, lambda m: probe_press(_sub(tmp_path, [PROBE], "writes", writes), 0.5,
                                                tokenizer=tokenizer)(m), torch.randint(10, 1000, (1, 40)))
     assert err.value.kind == "tampering"  # the probes' queries are read-only like every input
+
+
+def test_a_probing_submission_runs_on_a_board_end_to_end(model_tok, tmp_path):
+    model, tokenizer = model_tok
+    sub = _sub(tmp_path, [PROBE], "e2e")
+    group = pd.DataFrame([{"context": "Notes. The special magic number for Oslo is 4821. " * 8,
+                           "question": f"What is the special magic number for Oslo? {i}", "answer_prefix": "Answer:",
+                           "answer": ["4821"], "max_new_tokens": 4, "item": i, "context_id": 0,
+                           "task": "niah_single_1", "length": 128} for i in range(2)])
+    board = dataclasses.replace(load_board("cpu", "B_online"), budgets=(0.5,))
+    rows = BoardRunner(model, tokenizer, board).run(group, [submission_contender(sub)], progress=False)
+    mine, full = rows[rows.method == "e2e"], rows[rows.method == "full"]
+    assert len(mine) == 2 and len(full) == 2  # one compressed cache answers both questions
+    assert (mine.overhead_flops > 0).all()  # the probe's replay is charged
+    assert (mine.logical_entries < 0.55 * full.logical_entries.to_numpy()).all()
