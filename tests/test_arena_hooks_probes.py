@@ -173,3 +173,22 @@ def test_a_probing_submission_runs_on_a_board_end_to_end(model_tok, tmp_path):
     assert len(mine) == 2 and len(full) == 2  # one compressed cache answers both questions
     assert (mine.overhead_flops > 0).all()  # the probe's replay is charged
     assert (mine.logical_entries < 0.55 * full.logical_entries.to_numpy()).all()
+
+
+def test_a_probing_keep_may_rewrite(model_tok, tmp_path):
+    model, tokenizer = model_tok
+    code = '''import numpy as np
+
+from method_api import Rewrite
+
+
+class Method:
+    def keep(self, layer):
+        assert layer.probe_queries is not None
+        idx = np.arange(layer.n_tokens - layer.budget, layer.n_tokens)
+        values = np.zeros((layer.n_kv_heads, layer.budget, layer.values.shape[2]), np.float32)
+        return Rewrite(np.stack([idx] * layer.n_kv_heads), values=values)
+'''
+    cache, _ = _compress(model, lambda m: probe_press(_sub(tmp_path, [PROBE], "pk", code), 0.5,
+                                                      tokenizer=tokenizer)(m), torch.randint(10, 1000, (1, 40)))
+    assert all(layer.keys.shape[2] == 20 and not layer.values.any() for layer in cache.layers)
