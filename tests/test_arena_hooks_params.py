@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 from test_arena_core_submission import BUDGET, layer_arrays
 
-from cachecraft_lib.arena import params as params_mod
 from cachecraft_lib.arena.judges.bundle import load_bundle
-from cachecraft_lib.arena.sandbox import Limits, MethodSandbox
-from cachecraft_lib.arena.submission import SubmissionError, load_submission
+from cachecraft_lib.arena.submissions import params as params_mod
+from cachecraft_lib.arena.submissions.folder import SubmissionError, load_submission
+from cachecraft_lib.arena.submissions.sandbox import Limits, MethodSandbox
 
 ASSETS = Path(__file__).parent / "assets" / "arena"
 SCALARS = {"budget": BUDGET, "layer": 0, "n_layers": 1, "compression_ratio": 0.75}
@@ -149,8 +149,8 @@ def test_a_pickled_object_array_is_never_unpickled(tmp_path):
     import io
     import os
 
-    from cachecraft_lib.arena.params import parse_params
-    from cachecraft_lib.arena.submission import SubmissionError
+    from cachecraft_lib.arena.submissions.folder import SubmissionError
+    from cachecraft_lib.arena.submissions.params import parse_params
 
     marker = tmp_path / "ran"
 

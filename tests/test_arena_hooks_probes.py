@@ -8,18 +8,22 @@ import dataclasses
 import shutil
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 import torch
 from transformers import DynamicCache
 
-from cachecraft_lib.arena.boards import load_board
+from cachecraft_lib.arena.boards.boards import load_board
 from cachecraft_lib.arena.evaluate import BoardRunner, count_flops, submission_contender
-from cachecraft_lib.arena.press import close_sandboxes
-from cachecraft_lib.arena.probe_press import probe_press
-from cachecraft_lib.arena.probes import MAX_PROBE_TOKENS, check_not_question, check_probes, probe_ids
-from cachecraft_lib.arena.submission import SubmissionError, load_submission
+from cachecraft_lib.arena.submissions.folder import SubmissionError, load_submission
+from cachecraft_lib.arena.submissions.press import close_sandboxes
+from cachecraft_lib.arena.submissions.probe_press import probe_press
+from cachecraft_lib.arena.submissions.probes import (
+    MAX_PROBE_TOKENS,
+    check_not_question,
+    check_probes,
+    probe_ids,
+)
 
 ASSETS = Path(__file__).parent / "assets" / "arena"
 PROBE = "List every name, number, code, and key fact stated in the text above."
@@ -37,7 +41,7 @@ class Method:
 
 @pytest.fixture(scope="module")
 def model_tok():
-    from cachecraft_lib.models import load_model
+    from cachecraft_lib.models.loading import load_model
 
     yield load_model("tiny", device="cpu", dtype="float32")
     close_sandboxes()

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from cachecraft_lib.arena.press import close_sandboxes, submission_press
-from cachecraft_lib.arena.submission import SubmissionError, load_submission
-from cachecraft_lib.prefill import SharedPrefill
+from cachecraft_lib.arena.submissions.folder import SubmissionError, load_submission
+from cachecraft_lib.arena.submissions.press import close_sandboxes, submission_press
+from cachecraft_lib.models.prefill import SharedPrefill
 
 ASSETS = Path(__file__).parent / "assets" / "arena"
 # keeps the last `budget` tokens, listed newest first (the harness sorts), and merges every evicted token's value
@@ -92,7 +92,7 @@ class Method:
 
 @pytest.fixture(scope="module")
 def model():
-    from cachecraft_lib.models import load_model
+    from cachecraft_lib.models.loading import load_model
 
     return load_model("tiny", device="cpu", dtype="float32")[0]
 
@@ -145,7 +145,7 @@ def test_malformed_rewrites_are_refused(prefill, tmp_path, case):
 
 
 def test_fp16_overflow_is_refused_for_a_half_cache():
-    from cachecraft_lib.arena.sandbox import validate_rewrite
+    from cachecraft_lib.arena.submissions.sandbox import validate_rewrite
 
     new = np.zeros((2, 3, 4), np.float32)
     new[1, 2, 3] = 1e6

@@ -106,7 +106,7 @@ def submission_contender(sub: Any, **limits: Any) -> Contender:
     build = (lambda ratio: submission_press(sub, ratio, **limits)) if sub.returns != "none" else _no_prefill(sub.name)
     probes = tuple(getattr(sub, "probes", ()) or ())
     if probes and sub.returns != "none":
-        from .probe_press import probe_press
+        from .submissions.probe_press import probe_press
 
         build = lambda ratio: probe_press(sub, ratio, **limits)  # noqa: E731
     return Contender(sub.name, build, "submission", own_prefill=bool(probes), decode=decode, probes=probes)
@@ -149,7 +149,7 @@ class BoardRunner:
         question_ids = [self.pipe.preprocess(text, [q], p, max_context_length=10**9)["questions_ids"][0]
                         for q, p in zip(questions, group.answer_prefix, strict=True)]
         if not self.board.query_aware:
-            from .probes import check_not_question
+            from .submissions.probes import check_not_question
 
             for c in contenders:
                 check_not_question(c.probes, group.question)  # before anything of this context runs

@@ -145,7 +145,7 @@ def load_bundle(folder: str | Path, dev_report: str | Path | dict | None = None,
 def _params_summary(folder: Path) -> dict[str, Any] | None:
     """What a judge reads of ``params.npz``: its sha256 and the arrays' names, dtypes and shapes (never the numbers:
     fitted weights are judged by the fitting script the description names); None when the folder ships none."""
-    from ..params import load_params
+    from ..submissions.params import load_params
 
     try:
         _, sha, arrays = load_params(folder)

@@ -32,8 +32,8 @@ from transformers.models.llama.modeling_llama import rotate_half
 
 from ...methods.features import buffer_position_embeddings
 from ...sandbox import WallBudget
-from .sandbox import REWRITE_SCALE, Limits, MethodSandbox, validate_indices, validate_rewrite, validate_scores
 from .folder import Submission
+from .sandbox import REWRITE_SCALE, Limits, MethodSandbox, validate_indices, validate_rewrite, validate_scores
 
 WINDOW = 64
 _SANDBOXES: dict[tuple, MethodSandbox] = {}

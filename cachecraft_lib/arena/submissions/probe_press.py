@@ -23,10 +23,10 @@ import torch
 from kvpress import BasePress
 from kvpress.utils import compute_n_kept
 
+from .folder import Submission, SubmissionError
 from .press import WINDOW, apply_keep, key_positions, sandbox_for, window_queries
 from .probes import probe_ids
 from .sandbox import Limits, validate_scores
-from .submission import Submission, SubmissionError
 
 
 @dataclass

@@ -22,7 +22,7 @@ MAX_PROBE_TOKENS = 128
 
 
 def _refuse(kind: str, message: str):
-    from .submission import SubmissionError
+    from .folder import SubmissionError
 
     return SubmissionError(kind, message)
 

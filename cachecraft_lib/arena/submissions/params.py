@@ -31,7 +31,7 @@ ARRAY_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 
 
 def _refuse(message: str):
-    from .submission import SubmissionError
+    from .folder import SubmissionError
 
     return SubmissionError("bad_params", f"{PARAMS_FILE} {message}")
 
