@@ -50,6 +50,8 @@ def _digests(arrays: dict[str, np.ndarray]) -> dict[str, str]:
 
 
 def handle(state: tuple[Any, str], header: dict, arrays: dict[str, np.ndarray]) -> tuple[dict, dict]:
+    if header.get("hook") == "whole_cache":
+        return handle_whole(state[0], header, arrays)
     method, default = state
     layer = method_api.Layer(**arrays, **{k: header[k] for k in method_api.SCALARS})
     before = _digests(arrays)
@@ -69,6 +71,30 @@ def handle(state: tuple[Any, str], header: dict, arrays: dict[str, np.ndarray]) 
     for part, array in out.items():
         if array.dtype.name not in OUT_DTYPES:
             return {"ok": False, "kind": "bad_output", "error": f"returned {part} of {array.dtype}, not numbers"}, {}
+    return {"ok": True}, out
+
+
+def handle_whole(method: Any, header: dict, arrays: dict[str, np.ndarray]) -> tuple[dict, dict]:
+    """``whole_cache(layers)``: every layer's ``Layer`` at once; one answer per layer back (``out.<layer>``)."""
+    n = int(header["n_layers"])
+    layers = tuple(method_api.Layer(**{a: arrays[f"{a}.{i}"] for a in method_api.ARRAYS}, budget=header["budget"],
+                                    layer=i, n_layers=n, compression_ratio=header["compression_ratio"])
+                   for i in range(n))
+    before = _digests(arrays)
+    answers = method.whole_cache(layers)
+    if _digests(arrays) != before or any(getattr(layers[int(k.rsplit(".", 1)[1])], k.rsplit(".", 1)[0]) is not a
+                                         for k, a in arrays.items()):
+        return {"ok": False, "kind": "tampering", "error": "whole_cache() changed its inputs"}, {}
+    if not isinstance(answers, (list, tuple)) or len(answers) != n:
+        return {"ok": False, "kind": "bad_output", "error": f"whole_cache() must return a list of {n} answers, "
+                                                            f"one per layer; got {type(answers).__name__}"}, {}
+    out = {}
+    for i, answer in enumerate(answers):
+        array = np.asarray(answer)
+        if array.dtype.name not in OUT_DTYPES:
+            return {"ok": False, "kind": "bad_output", "error": f"whole_cache() layer {i}: {array.dtype}, "
+                                                                "not numbers"}, {}
+        out[f"out.{i}"] = array
     return {"ok": True}, out
 
 

@@ -160,6 +160,22 @@ class MethodSandbox:
             return np.sort(np.argsort(-scores, axis=1, kind="stable")[:, :budget], axis=1)
         return validate_indices(out, heads, tokens, budget)
 
+    def call_whole(self, arrays: dict[str, np.ndarray], **scalars: Any) -> dict[str, np.ndarray]:
+        """``whole_cache``'s raw answers (``out.<layer>``) for every layer in one call (``arena.whole_cache``);
+        its CPU limit is the per-layer limit times the layers, within the same wall budget and memory."""
+        if not self.alive:
+            self.start()
+        header = {"hook": "whole_cache", **{k: scalars[k] for k in SCALARS}}
+        try:
+            reply, _, out = self._box.request(header, arrays, cpu_s=self.limits.timeout_s * int(scalars["n_layers"]))
+        except Failure as err:
+            raise _refusal(err) from None
+        self.calls += 1
+        if not reply.get("ok"):
+            self.close()
+            raise _reply_refusal(reply, "whole_cache failed")
+        return {k: a.copy() for k, a in out.items()}
+
 
 def _reply_refusal(reply: dict, default: str, layer: int | None = None) -> SubmissionError:
     """The refusal a failed reply names; a kind the arena does not know is itself a protocol error."""
