@@ -88,6 +88,32 @@ def test_a_live_prefill_gets_the_same_cache(prefill, tmp_path):
         torch.testing.assert_close(a.keys, b.keys)
 
 
+MERGES = '''import numpy as np
+from method_api import Rewrite
+
+
+class Method:
+    """Keeps the budget first entries of every layer; layer 0's values become the last layer's mean value."""
+
+    def whole_cache(self, layers):
+        keep = np.arange(layers[0].budget)
+        mean = layers[-1].values.mean(axis=1, keepdims=True)
+        first = Rewrite(keep, values=np.repeat(mean, keep.size, axis=1).astype(np.float32))
+        return [first] + [keep for _ in layers[1:]]
+'''
+
+
+def test_a_whole_cache_rewrite_is_written_into_the_cache(prefill, tmp_path):
+    sub = load_submission(_folder(tmp_path, MERGES, "merges"))
+    full = prefill.cache_for(None)
+    cache = prefill.cache_for(whole_cache_press(sub, 0.75))
+    budget = int(N_TOKENS * 0.25)
+    mean = full.layers[-1].values.mean(dim=2, keepdim=True).expand(-1, -1, budget, -1)
+    torch.testing.assert_close(cache.layers[0].values, mean)
+    assert torch.equal(cache.layers[0].keys, full.layers[0].keys[:, :, :budget])
+    assert torch.equal(cache.layers[1].values, full.layers[1].values[:, :, :budget])
+
+
 BAD = {
     "too_few": "return [np.zeros(layers[0].n_tokens)]",
     "nan": "return [np.full(layers[0].n_tokens, np.nan) for _ in layers]",
@@ -95,6 +121,12 @@ BAD = {
     "not_a_list": "return np.zeros(3)",
     "strings": "return [np.array(['a']) for _ in layers]",
     "tampers": "object.__setattr__(layers[0], 'keys', layers[1].keys); return [np.arange(2) for _ in layers]",
+    "rewrite_nan": "from method_api import Rewrite\n        k = np.arange(layers[0].budget)\n        "
+                   "return [Rewrite(k, keys=np.full(layers[0].keys[:, :k.size].shape, np.nan, np.float32)) for _ in layers]",
+    "rewrite_shape": "from method_api import Rewrite\n        k = np.arange(layers[0].budget)\n        "
+                     "return [Rewrite(k, values=np.zeros((1, 1, 1), np.float32)) for _ in layers]",
+    "rewrite_scores": "from method_api import Rewrite\n        s = np.zeros(layers[0].n_tokens)\n        "
+                      "return [Rewrite(s, keys=layers[0].keys) for _ in layers]",
     "huge": "return [np.zeros((64, 1 << 20)) for _ in layers]",
 }
 
@@ -107,7 +139,7 @@ def test_malformed_whole_cache_answers_are_refused(prefill, tmp_path, case):
         prefill.cache_for(whole_cache_press(sub, 0.75, timeout_s=5.0, memory_mb=256))
     close_sandboxes()
     assert err.value.kind in {"bad_output", "over_budget", "tampering", "memory", "protocol", "crash"}
-    if case in {"nan", "too_few", "not_a_list"}:
+    if case in {"nan", "too_few", "not_a_list", "rewrite_nan", "rewrite_shape", "rewrite_scores"}:
         assert err.value.kind == "bad_output"
 
 

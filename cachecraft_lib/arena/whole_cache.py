@@ -12,8 +12,9 @@ positions) as the prefill passes (``compress`` returns the layer unchanged), the
 sends them all to the method's sandbox in one call (``MethodSandbox.call_whole``: CPU limit = the per-layer limit
 times the layers, within the evaluation's wall budget and the sandbox's memory). The answer, one per layer, is
 float scores ((L,) or (H_kv, L): the ``budget`` highest per head are kept, ties to the earlier entry) or integer
-indices ((n,) or (H_kv, n), unique, in range, at most ``budget``), validated here; the press then shrinks every
-layer of the cache to the kept entries. The call's wall seconds are kept in ``charged_seconds``; the board runner
+indices ((n,) or (H_kv, n), unique, in range, at most ``budget``) or a ``method_api.Rewrite`` of indices with
+new keys/values for the kept entries, validated here as the ``keep`` press validates its own (``press.apply_keep``);
+the press then shrinks every layer of the cache to the kept (or rewritten) entries. The call's wall seconds are kept in ``charged_seconds``; the board runner
 charges them as compression overhead at the context's own prefill rate (seconds x prefill FLOPs / prefill
 seconds), since the sandbox's work has no FLOP count.
 """
@@ -25,7 +26,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import torch
 from kvpress import BasePress
 from kvpress.utils import compute_n_kept
 
@@ -48,20 +48,26 @@ def layer_choice(out: np.ndarray, heads: int, tokens: int, budget: int) -> np.nd
     return validate_indices(out, heads, tokens, budget)
 
 
-def validate_whole(out: dict[str, np.ndarray], n_layers: int, heads: int, tokens: int,
-                   budget: int) -> list[np.ndarray]:
-    """Each layer's kept indices from ``whole_cache``'s reply (``out.<layer>`` per layer, nothing else)."""
-    expected = {f"out.{i}" for i in range(n_layers)}
-    if set(out) != expected:
+def split_whole(out: dict[str, np.ndarray], n_layers: int, heads: int, tokens: int,
+                budget: int) -> list[dict[str, np.ndarray]]:
+    """Each layer's answer from ``whole_cache``'s reply as ``keep`` parts: ``out`` the (H_kv, n) indices (scores
+    turned into their top ``budget`` per head), with a ``Rewrite``'s ``keys``/``values`` (indices only)."""
+    names = {f"{p}.{i}" for i in range(n_layers) for p in ("out", "keys", "values")}
+    if not {f"out.{i}" for i in range(n_layers)} <= set(out) or not set(out) <= names:
         raise SubmissionError("bad_output", f"whole_cache() must answer every one of the {n_layers} layers once; "
-                                            f"got {len(out)} answers")
-    choices = []
+                                            f"got {len([k for k in out if k.startswith('out.')])} answers")
+    layers = []
     for i in range(n_layers):
+        raw = out[f"out.{i}"]
+        rewrite = {p: out[f"{p}.{i}"] for p in ("keys", "values") if f"{p}.{i}" in out}
         try:
-            choices.append(layer_choice(out[f"out.{i}"], heads, tokens, budget))
+            if rewrite and raw.dtype.name in FLOAT_DTYPES:
+                raise SubmissionError("bad_output", "a Rewrite needs integer indices, not scores")
+            kept = layer_choice(raw, heads, tokens, budget)
         except SubmissionError as err:
             raise SubmissionError(err.kind, f"whole_cache() layer {i}: {err}") from None
-    return choices
+        layers.append({"out": raw if rewrite else kept, **rewrite})
+    return layers
 
 
 @dataclass
@@ -115,6 +121,8 @@ class SubmissionWholeCachePress(BasePress):
         heads, tokens = first.shape[1], first.shape[2]
         budget = compute_n_kept(tokens, self.compression_ratio)
         box = sandbox_for(self.submission, Limits.of(**self.limits))
+        from .press import apply_keep
+
         rows = []
         for b in range(first.shape[0]):
             start = time.perf_counter()
@@ -123,17 +131,13 @@ class SubmissionWholeCachePress(BasePress):
                                      n_layers=self.n_layers, compression_ratio=float(self.compression_ratio))
             finally:
                 self.charged_seconds += time.perf_counter() - start
-            rows.append(validate_whole(out, self.n_layers, heads, tokens, budget))
+            rows.append(split_whole(out, self.n_layers, heads, tokens, budget))
         for i in range(self.n_layers):
-            kept = [r[i] for r in rows]
-            if len({c.shape[1] for c in kept}) > 1:
-                raise SubmissionError("bad_output", f"whole_cache() layer {i} kept different counts in the batch's "
-                                                    "rows; keep the same number in every row")
             layer = cache.layers[i]
-            idx = torch.from_numpy(np.stack(kept)).to(layer.keys.device)[..., None]
-            idx = idx.expand(-1, -1, -1, layer.keys.shape[-1])
-            layer.keys = layer.keys.gather(2, idx).contiguous()
-            layer.values = layer.values.gather(2, idx).contiguous()
+            try:  # the keep press's own gather and Rewrite checks (shape, float32, finite, bounded, cast-safe)
+                layer.keys, layer.values = apply_keep([r[i] for r in rows], layer.keys, layer.values, budget)
+            except SubmissionError as err:
+                raise SubmissionError(err.kind, f"whole_cache() layer {i}: {err}") from None
 
 
 def whole_cache_press(sub: Submission, compression_ratio: float, window: int = 64, **limits: Any) -> BasePress:

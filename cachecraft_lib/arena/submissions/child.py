@@ -90,11 +90,17 @@ def handle_whole(method: Any, header: dict, arrays: dict[str, np.ndarray]) -> tu
                                                             f"one per layer; got {type(answers).__name__}"}, {}
     out = {}
     for i, answer in enumerate(answers):
-        array = np.asarray(answer)
-        if array.dtype.name not in OUT_DTYPES:
-            return {"ok": False, "kind": "bad_output", "error": f"whole_cache() layer {i}: {array.dtype}, "
-                                                                "not numbers"}, {}
-        out[f"out.{i}"] = array
+        parts = {"out": answer}
+        if isinstance(answer, method_api.Rewrite):  # indices with new contents for the kept entries
+            parts = {"out": answer.indices, "keys": answer.keys, "values": answer.values}
+        for part, value in parts.items():
+            if value is None:
+                continue
+            array = np.asarray(value)
+            if array.dtype.name not in OUT_DTYPES:
+                return {"ok": False, "kind": "bad_output", "error": f"whole_cache() layer {i}: {part} of "
+                                                                    f"{array.dtype}, not numbers"}, {}
+            out[f"{part}.{i}"] = array
     return {"ok": True}, out
 
 
