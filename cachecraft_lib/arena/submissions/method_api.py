@@ -47,6 +47,15 @@ model after it (on a copy of the cache, as KVzip's replay), and calls ``score``/
 ``probe_queries`` (H_q, P, D) float32, the probes' queries after RoPE, concatenated, and ``probe_lengths`` (n,)
 int64; without probes both are None. On query-agnostic boards a probe containing a question is refused.
 
+**Whole cache (boards whose rules allow a one-off compression: B_offline).** ``Method`` may define
+
+    def whole_cache(self, layers: tuple[Layer, ...]) -> list   # one answer per layer, in layer order
+
+called once per context (and batch row) after the whole prefill, with every layer's ``Layer`` (same fields as
+above, ``layer`` set per layer); each answer is scores, indices or a ``Rewrite``, as ``score``/``keep`` return
+them. Its CPU limit is the per-layer limit times the layers; its seconds count as compression overhead. On other
+boards ``score``/``keep`` runs instead, and a method with only ``whole_cache`` is refused (``not_allowed``).
+
 **Parameters.** A submission that ships ``params.npz`` is built as ``Method(params)``: ``params`` is a read-only
 mapping of read-only numeric arrays (``arena.params``); without the file, ``Method()``.
 
