@@ -143,6 +143,15 @@ def test_malformed_whole_cache_answers_are_refused(prefill, tmp_path, case):
         assert err.value.kind == "bad_output"
 
 
+def test_a_whole_cache_call_is_held_to_the_cpu_limit(prefill, tmp_path):
+    code = "class Method:\n    def whole_cache(self, layers):\n        while True:\n            pass\n"
+    sub = load_submission(_folder(tmp_path, code, "spins"))
+    with pytest.raises(SubmissionError) as err:
+        prefill.cache_for(whole_cache_press(sub, 0.75, timeout_s=0.25, memory_mb=256))
+    close_sandboxes()
+    assert err.value.kind == "timeout"
+
+
 def test_only_boards_whose_rules_allow_it_run_the_hook(tmp_path):
     boards = load_boards("cpu")
     assert [b for b in boards if boards[b].allows_whole_cache] == ["B_offline"]
