@@ -14,12 +14,12 @@ import torch
 import yaml
 from transformers import DynamicCache
 
-from cachecraft_lib.arena.press import close_sandboxes, submission_press
-from cachecraft_lib.arena.probe_press import probe_press
-from cachecraft_lib.arena.submission import load_submission
-from cachecraft_lib.arena.whole_cache import whole_cache_press
+from cachecraft_lib.arena.submissions.folder import load_submission
+from cachecraft_lib.arena.submissions.press import close_sandboxes, submission_press
+from cachecraft_lib.arena.submissions.probe_press import probe_press
+from cachecraft_lib.arena.submissions.whole_cache import whole_cache_press
 from cachecraft_lib.cli.arena import _cmd_check
-from cachecraft_lib.prefill import SharedPrefill
+from cachecraft_lib.models.prefill import SharedPrefill
 
 REPO = Path(__file__).resolve().parents[1]
 ASSETS = Path(__file__).parent / "assets" / "arena"
@@ -32,7 +32,7 @@ N = 96
 
 @pytest.fixture(scope="module")
 def model_tok():
-    from cachecraft_lib.models import load_model
+    from cachecraft_lib.models.loading import load_model
 
     yield load_model("tiny", device="cpu", dtype="float32")
     close_sandboxes()

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from cachecraft_lib.arena.boards import load_boards
+from cachecraft_lib.arena.boards.boards import load_boards
 from cachecraft_lib.arena.evaluate import BoardRunner, submission_contender
-from cachecraft_lib.arena.press import close_sandboxes
-from cachecraft_lib.arena.submission import SubmissionError, load_submission
-from cachecraft_lib.arena.whole_cache import SubmissionWholeCachePress, whole_cache_press
-from cachecraft_lib.prefill import SharedPrefill
+from cachecraft_lib.arena.submissions.folder import SubmissionError, load_submission
+from cachecraft_lib.arena.submissions.press import close_sandboxes
+from cachecraft_lib.arena.submissions.whole_cache import SubmissionWholeCachePress, whole_cache_press
+from cachecraft_lib.models.prefill import SharedPrefill
 
 ASSETS = Path(__file__).parent / "assets" / "arena"
 N_TOKENS = 120
@@ -42,7 +42,7 @@ def _folder(tmp_path: Path, code: str, name: str, boards: str = "[B_offline]") -
 
 @pytest.fixture(scope="module")
 def prefill():
-    from cachecraft_lib.models import load_model
+    from cachecraft_lib.models.loading import load_model
 
     model, _ = load_model("tiny", device="cpu", dtype="float32")
     torch.manual_seed(0)

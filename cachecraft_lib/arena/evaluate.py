@@ -116,7 +116,7 @@ def submission_contender(sub: Any, **limits: Any) -> Contender:
         build = lambda ratio: probe_press(sub, ratio, **limits)  # noqa: E731
     build_whole = None
     if getattr(sub, "whole_cache", False):  # B_offline runs it (its probes are for score/keep only)
-        from .whole_cache import not_allowed, whole_cache_press
+        from .submissions.whole_cache import not_allowed, whole_cache_press
 
         build_whole = lambda ratio: whole_cache_press(sub, ratio, **limits)  # noqa: E731
         build = build if sub.returns != "none" else not_allowed(sub.name)

@@ -8,7 +8,8 @@ A board: ``setting`` (``query_aware`` = board A, the question inside the compres
 ``query_agnostic`` = boards B, the context compressed alone, several questions per context), ``budgets``
 (fractions of the context's KV entries *kept*), items per task for the dev and test splits, the baselines,
 the score's weights, the eligibility limits and, on B_offline, the overhead allowance (x prefill) and
-``hooks_allowed: [whole_cache]`` (a slow one-off compression that sees every layer first, ``arena.whole_cache``).
+``hooks_allowed: [whole_cache]`` (a slow one-off compression that sees every layer first,
+``arena.submissions.whole_cache``).
 
 ``decode_time`` (board C) evicts while the model runs: its ``budgets`` are per-layer caps on the KV cache,
 either fractions of each context's tokens (embedded: the context streamed under the cap, then the questions)
@@ -86,7 +87,8 @@ class Board:
 
     @property
     def allows_whole_cache(self) -> bool:
-        """The rules allow a slow one-off compression: the whole-cache hook runs here (arena.whole_cache)."""
+        """The rules allow a slow one-off compression: the whole-cache hook runs here
+        (``arena.submissions.whole_cache``)."""
         return "whole_cache" in self.hooks_allowed
 
     @property

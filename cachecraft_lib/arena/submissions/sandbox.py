@@ -161,7 +161,7 @@ class MethodSandbox:
         return validate_indices(out, heads, tokens, budget)
 
     def call_whole(self, arrays: dict[str, np.ndarray], **scalars: Any) -> dict[str, np.ndarray]:
-        """``whole_cache``'s raw answers (``out.<layer>``) for every layer in one call (``arena.whole_cache``);
+        """``whole_cache``'s raw answers (``out.<layer>``) for every layer in one call (``arena.submissions.whole_cache``);
         its CPU limit is the per-layer limit times the layers, within the same wall budget and memory."""
         if not self.alive:
             self.start()

@@ -29,8 +29,8 @@ import numpy as np
 from kvpress import BasePress
 from kvpress.utils import compute_n_kept
 
+from .folder import Submission, SubmissionError
 from .sandbox import FLOAT_DTYPES, Limits, validate_indices, validate_scores
-from .submission import Submission, SubmissionError
 
 HOOK = "whole_cache"
 
