@@ -4,6 +4,7 @@ outside the sandbox, and its seconds are charged as compression overhead."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import types
 from pathlib import Path
@@ -157,8 +158,12 @@ def test_only_boards_whose_rules_allow_it_run_the_hook(tmp_path):
     assert [b for b in boards if boards[b].allows_whole_cache] == ["B_offline"]
     for profile in ("paper", "smoke"):
         assert [b for b, x in load_boards(profile).items() if x.allows_whole_cache] == ["B_offline"]
-    only_whole = submission_contender(load_submission(_folder(tmp_path, LAST_LAYER_VOTES, "votes",
-                                                              "[A, B_online, B_offline]")))
+    with pytest.raises(SubmissionError) as err:  # refused at the folder check, before anything runs
+        load_submission(_folder(tmp_path, LAST_LAYER_VOTES, "votes-a", "[A, B_offline]"))
+    assert err.value.kind == "not_allowed" and "['A']" in str(err.value)
+    sub = load_submission(_folder(tmp_path, LAST_LAYER_VOTES, "votes"))
+    sub = dataclasses.replace(sub, boards=("A", "B_online", "B_offline"))  # past the check: the runner refuses too
+    only_whole = submission_contender(sub)
     assert isinstance(only_whole.press_for(boards["B_offline"])(0.5), SubmissionWholeCachePress)
     for name in ("A", "B_online"):
         with pytest.raises(SubmissionError) as err:

@@ -114,6 +114,13 @@ def board_file(profile: str) -> Path:
     return BOARDS_DIR / f"{profile}.yaml"
 
 
+def whole_cache_boards() -> frozenset[str]:
+    """Names of the boards whose rules allow the whole-cache hook, in any profile (a folder's check knows no
+    profile; today B_offline in every one)."""
+    return frozenset(name for p in BOARDS_DIR.glob("*.yaml") for name, b in load_boards(p.stem).items()
+                     if b.allows_whole_cache)
+
+
 def load_boards(profile: str, path: str | Path | None = None) -> dict[str, Board]:
     """Every board of ``profile`` (or of the YAML file ``path``), validated."""
     path = Path(path) if path else board_file(profile)

@@ -178,12 +178,25 @@ def load_submission(folder: str | Path) -> Submission:
     returns, decode = check_hooks(code)
     whole = "whole_cache" in method_names(code)
     check_boards_hooks(boards, returns if not whole else "whole", decode)
+    if whole and returns == "none":
+        check_whole_cache_boards(boards)
     params, params_sha256, _ = load_params(folder)
     if params and not _init_takes_params(code):
         raise SubmissionError("bad_method", f"the folder ships params.npz: class {METHOD_CLASS} must define "
                                             "__init__(self, params) (the arrays arrive there, read-only)")
     return Submission(folder.resolve(), name, author, boards, hashlib.sha256(code).hexdigest(), returns, decode,
                       code, params, params_sha256, probes, whole)
+
+
+def check_whole_cache_boards(boards: tuple[str, ...]) -> None:
+    """A method with only ``whole_cache`` names only boards that run it (and C, with its ``decode``)."""
+    from ..boards.boards import whole_cache_boards
+
+    other = [b for b in boards if b not in whole_cache_boards() | DECODE_BOARDS]
+    if other:
+        raise SubmissionError("not_allowed", f"the metadata names board(s) {other}, whose rules do not run "
+                                             f"whole_cache(layers) (only {sorted(whole_cache_boards())} do): define "
+                                             "score(layer) or keep(layer) for them, or name only those boards")
 
 
 def metadata_author(folder: str | Path) -> str:

@@ -30,9 +30,8 @@ from kvpress import BasePress
 from kvpress.utils import compute_n_kept
 
 from .folder import Submission, SubmissionError
+from .press import WINDOW, apply_keep, key_positions, sandbox_for, window_queries
 from .sandbox import FLOAT_DTYPES, Limits, validate_indices, validate_scores
-
-HOOK = "whole_cache"
 
 
 def pack(layers: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
@@ -76,7 +75,7 @@ class SubmissionWholeCachePress(BasePress):
 
     submission: Submission = None
     compression_ratio: float = 0.0
-    window: int = 64
+    window: int = WINDOW
     limits: dict = field(default_factory=dict)
     n_layers: int = 0
     charged_seconds: float = 0.0
@@ -88,8 +87,6 @@ class SubmissionWholeCachePress(BasePress):
         self.charged_seconds = 0.0
 
     def compress(self, module, hidden_states, keys, values, attentions, kwargs):
-        from .press import key_positions, window_queries
-
         if self.compression_ratio == 0:
             return keys, values
         if int(module.layer_idx) == 0:
@@ -110,8 +107,6 @@ class SubmissionWholeCachePress(BasePress):
 
     def finish_cache(self, cache: Any) -> None:
         """Call ``whole_cache`` once per batch row with every layer, validate, keep the chosen entries."""
-        from .press import sandbox_for
-
         if self.compression_ratio == 0 or not self._recorded:
             return
         recorded, self._recorded = self._recorded, []
@@ -121,8 +116,6 @@ class SubmissionWholeCachePress(BasePress):
         heads, tokens = first.shape[1], first.shape[2]
         budget = compute_n_kept(tokens, self.compression_ratio)
         box = sandbox_for(self.submission, Limits.of(**self.limits))
-        from .press import apply_keep
-
         rows = []
         for b in range(first.shape[0]):
             start = time.perf_counter()
@@ -140,7 +133,7 @@ class SubmissionWholeCachePress(BasePress):
                 raise SubmissionError(err.kind, f"whole_cache() layer {i}: {err}") from None
 
 
-def whole_cache_press(sub: Submission, compression_ratio: float, window: int = 64, **limits: Any) -> BasePress:
+def whole_cache_press(sub: Submission, compression_ratio: float, window: int = WINDOW, **limits: Any) -> BasePress:
     """The submission's ``whole_cache`` hook as a press at ``compression_ratio`` (fraction evicted)."""
     Limits.of(**limits)
     return SubmissionWholeCachePress(submission=sub, compression_ratio=compression_ratio, window=window,
