@@ -224,6 +224,10 @@ class Arena:
                      gain_lo=result.lo, gain_hi=result.hi, gate_threshold=result.threshold, gate_seed=result.seed,
                      moved=bool(result.passed and ok), sandbox=BOUNDARIES.get(sub.code_sha256, UNREPORTED),
                      weak_sandbox_allowed=bool(limits.get("allow_weak", False)))
+        if sub.params_sha256:  # only when shipped: an entry without the hooks is as before they existed
+            entry["params_sha256"] = sub.params_sha256
+        if sub.probes:
+            entry["probes"] = list(sub.probes)
         event = self.ledger.append("submission", entry)
         entry["entry_id"] = f"entry-{event['seq']}"
         self._save_units(units[units.method == sub.name], self._private(round_, board.name, entry["entry_id"]),

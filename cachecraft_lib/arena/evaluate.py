@@ -54,6 +54,12 @@ class Contender:
     own_prefill: bool = False  # replays the context itself (KVzip): cannot use the shared prefill
     masks_keys: bool = False
     decode: Callable[[], Any] | None = None  # board C: a fresh ``decoding.CapMethod`` (None: no decode-time method)
+    probes: tuple[str, ...] = ()  # a submission's probe texts (never a question on query-agnostic boards)
+    build_whole: Callable[[float], BasePress] | None = None  # the whole-cache hook, on boards that allow it
+
+    def press_for(self, board: Board) -> Callable[[float], BasePress | None]:
+        """The build this board runs: the whole-cache hook where the board's rules allow it, else ``build``."""
+        return self.build_whole if self.build_whole is not None and board.allows_whole_cache else self.build
 
 
 def _no_prefill(name: str) -> Callable[[float], BasePress | None]:
@@ -103,7 +109,19 @@ def submission_contender(sub: Any, **limits: Any) -> Contender:
 
         decode = lambda: submission_cap_method(sub, **limits)  # noqa: E731
     build = (lambda ratio: submission_press(sub, ratio, **limits)) if sub.returns != "none" else _no_prefill(sub.name)
-    return Contender(sub.name, build, "submission", decode=decode)
+    probes = tuple(getattr(sub, "probes", ()) or ())
+    if probes and sub.returns != "none":
+        from .submissions.probe_press import probe_press
+
+        build = lambda ratio: probe_press(sub, ratio, **limits)  # noqa: E731
+    build_whole = None
+    if getattr(sub, "whole_cache", False):  # B_offline runs it (its probes are for score/keep only)
+        from .submissions.whole_cache import not_allowed, whole_cache_press
+
+        build_whole = lambda ratio: whole_cache_press(sub, ratio, **limits)  # noqa: E731
+        build = build if sub.returns != "none" else not_allowed(sub.name)
+    return Contender(sub.name, build, "submission", own_prefill=bool(probes), decode=decode, probes=probes,
+                     build_whole=build_whole)
 
 
 def _sdpa_cpu_flops(query_shape, key_shape, value_shape, *args, **kwargs) -> int:
@@ -142,16 +160,24 @@ class BoardRunner:
         context_ids = self.pipe.preprocess(text, [""], first.answer_prefix, max_context_length=10**9)["context_ids"]
         question_ids = [self.pipe.preprocess(text, [q], p, max_context_length=10**9)["questions_ids"][0]
                         for q, p in zip(questions, group.answer_prefix, strict=True)]
+        if not self.board.query_aware:
+            from .submissions.probes import check_not_question
+
+            for c in contenders:
+                check_not_question(c.probes, group.question)  # before anything of this context runs
         with count_flops() as counter:
             shared = SharedPrefill(self.model, context_ids)
         prefill_flops = counter.get_total_flops()
         base = {"context_length": shared.context_length, "prefill_flops": prefill_flops}
         plan = [(FULL, 1.0, lambda: self._shared_cache(shared, None))]
+        self._prefill_rate = prefill_flops / max(shared.seconds, 1e-9)  # FLOPs per second: charges sandbox seconds
         for c in contenders:
+            build = c.press_for(self.board)
+            own = c.own_prefill and build is c.build  # the whole-cache hook always takes the shared prefill
             for keep in self.board.budgets:
                 ratio = round(1.0 - keep, 6)
-                make = (lambda c=c, r=ratio: self._own_cache(c.build(r), context_ids, prefill_flops)) \
-                    if c.own_prefill else (lambda c=c, r=ratio: self._shared_cache(shared, c.build(r)))
+                make = (lambda b=build, r=ratio: self._own_cache(b(r), context_ids, prefill_flops)) \
+                    if own else (lambda b=build, r=ratio: self._shared_cache(shared, b(r)))
                 plan.append((c.name, keep, make))
         decode_rows_, meta = [], []
         for name, keep, make in plan:
@@ -172,7 +198,8 @@ class BoardRunner:
     def _shared_cache(self, shared: SharedPrefill, press: BasePress | None) -> tuple[Any, int]:
         with count_flops() as counter:
             cache = shared.cache_for(press)
-        return cache, counter.get_total_flops()
+        charged = getattr(press, "charged_seconds", 0.0)  # a whole-cache hook's seconds in its sandbox
+        return cache, counter.get_total_flops() + int(round(charged * getattr(self, "_prefill_rate", 0.0)))
 
     def _own_cache(self, press: BasePress | None, context_ids: torch.Tensor, prefill_flops: int) -> tuple[Any, int]:
         """A press that replays the context (KVzip) prefills under its own hook; its overhead is what it costs

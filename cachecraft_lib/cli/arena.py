@@ -71,10 +71,9 @@ def _cmd_check(args: argparse.Namespace) -> int:
     from ..arena.submissions.folder import load_submission
 
     sub = load_submission(args.folder)
-    hooks = [h for h, on in (("score", sub.returns == "scores"), ("keep", sub.returns == "indices"),
-                             ("decode", sub.decode)) if on]
-    print(f"ok: {sub.name} by {sub.author}, boards {', '.join(sub.boards)}, hooks {', '.join(hooks)}, "
-          f"code sha256 {sub.code_sha256[:12]}")
+    params = f", params sha256 {sub.params_sha256[:12]}" if sub.params_sha256 else ""
+    print(f"ok: {sub.name} by {sub.author}, boards {', '.join(sub.boards)}, hooks {', '.join(sub.hooks)}, "
+          f"code sha256 {sub.code_sha256[:12]}{params}")
     return 0
 
 
@@ -259,7 +258,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         return p
 
     verb("boards", _cmd_boards, "show the profile's boards: budgets, items, baselines, weights, limits")
-    verb("check", _cmd_check, "check a submission folder (method.py, DESCRIPTION.md, metadata)").add_argument(
+    verb("check", _cmd_check, "check a submission folder (method.py, DESCRIPTION.md, metadata, params.npz) "
+                              "and list the hooks it uses").add_argument(
         "folder")
     p = verb("dev", _cmd_dev, "evaluate a submission (or baseline:NAME) on the public dev items, unlimited")
     p.add_argument("folder", help="submission folder, or baseline:NAME for a trusted baseline")

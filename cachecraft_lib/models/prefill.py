@@ -62,6 +62,9 @@ class SharedPrefill:
                 if press is not None:
                     keys, values = press.compress(module, hidden, keys, values, None, kwargs)
                 cache.update(keys, values, module.layer_idx)
+            finish = getattr(press, "finish_cache", None)  # a press that decides once every layer is seen
+            if finish is not None:
+                finish(cache)
         return cache
 
     def scores_for(self, press: BasePress) -> list[torch.Tensor]:

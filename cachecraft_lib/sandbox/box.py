@@ -81,8 +81,10 @@ class Box:
     def boundary_name(self) -> str:
         return self.boundary.name
 
-    def start(self, setup: dict, text: str) -> dict:
-        """Start the child and load ``text`` with ``setup``; the load reply's header (``Failure`` otherwise)."""
+    def start(self, setup: dict, text: str, arrays: dict[str, np.ndarray] | None = None) -> dict:
+        """Start the child and load ``text`` with ``setup`` (and read-only ``arrays`` for the layer's ``load``, e.g.
+        a submission's parameters); the load reply's header (``Failure`` otherwise)."""
+        extra = dict(arrays or {})
         self.close()
         plan, cg, fd = self.boundary, None, None
         try:
@@ -101,7 +103,7 @@ class Box:
                 os.close(fd)
         run_filter = np.frombuffer(seccomp.compile_filter(deny_exec=True), np.uint8) if plan.seccomp else None
         setup = {**setup, "layer": "child", "memory_mb": self.limits.memory_mb, "seccomp": run_filter is not None}
-        arrays = {"seccomp": run_filter} if run_filter is not None else {}
+        arrays = {**extra, **({"seccomp": run_filter} if run_filter is not None else {})}
         self._cpu_mark = None
         header, _, _ = self.request({"setup": setup}, arrays, text, self.limits.load_s, what="loading")
         if cg is not None:

@@ -7,7 +7,9 @@ embedded profiles from measurements instead of anyone editing code.
 A board: ``setting`` (``query_aware`` = board A, the question inside the compressed context;
 ``query_agnostic`` = boards B, the context compressed alone, several questions per context), ``budgets``
 (fractions of the context's KV entries *kept*), items per task for the dev and test splits, the baselines,
-the score's weights, the eligibility limits and, on B_offline, the overhead allowance (x prefill).
+the score's weights, the eligibility limits and, on B_offline, the overhead allowance (x prefill) and
+``hooks_allowed: [whole_cache]`` (a slow one-off compression that sees every layer first,
+``arena.submissions.whole_cache``).
 
 ``decode_time`` (board C) evicts while the model runs: its ``budgets`` are per-layer caps on the KV cache,
 either fractions of each context's tokens (embedded: the context streamed under the cap, then the questions)
@@ -35,6 +37,7 @@ BENCHMARKS = ("ruler", "math500")
 MIN_CAP = 16
 LIMIT_MODES = ("absolute", "relative")
 MEMORY_BASES = ("logical", "physical")
+OPTIONAL_HOOKS = ("whole_cache",)  # hooks a board's rules may allow (``hooks_allowed``); the others run everywhere
 
 
 class BoardError(ValueError):
@@ -80,6 +83,13 @@ class Board:
     slack: int = 0
     max_new_tokens: int | None = None
     model: str | None = None
+    hooks_allowed: tuple[str, ...] = ()  # optional hooks the rules allow here (``whole_cache``: B_offline)
+
+    @property
+    def allows_whole_cache(self) -> bool:
+        """The rules allow a slow one-off compression: the whole-cache hook runs here
+        (``arena.submissions.whole_cache``)."""
+        return "whole_cache" in self.hooks_allowed
 
     @property
     def query_aware(self) -> bool:
@@ -102,6 +112,13 @@ class Board:
 
 def board_file(profile: str) -> Path:
     return BOARDS_DIR / f"{profile}.yaml"
+
+
+def whole_cache_boards() -> frozenset[str]:
+    """Names of the boards whose rules allow the whole-cache hook, in any profile (a folder's check knows no
+    profile; today B_offline in every one)."""
+    return frozenset(name for p in BOARDS_DIR.glob("*.yaml") for name, b in load_boards(p.stem).items()
+                     if b.allows_whole_cache)
 
 
 def load_boards(profile: str, path: str | Path | None = None) -> dict[str, Board]:
@@ -175,6 +192,9 @@ def _board(path: Path, data: dict, defaults: dict, name: str, spec: Any) -> Boar
     allowance = merged.get("overhead_allowance")
     if allowance is not None and float(allowance) < 0:
         raise BoardError(f"{where}: overhead_allowance must be >= 0 (x prefill), got {allowance}")
+    hooks_allowed = tuple(merged.get("hooks_allowed") or ())
+    if not set(hooks_allowed) <= set(OPTIONAL_HOOKS) or (hooks_allowed and setting == "decode_time"):
+        raise BoardError(f"{where}: hooks_allowed may name {OPTIONAL_HOOKS} on a prefill board; got {hooks_allowed}")
     questions = int(merged.get("questions_per_context", 1))
     if questions < 1 or (setting == "query_aware" and questions != 1):
         raise BoardError(f"{where}: questions_per_context must be >= 1, and 1 on a query-aware board (the question "
@@ -194,7 +214,7 @@ def _board(path: Path, data: dict, defaults: dict, name: str, spec: Any) -> Boar
                  calibration=dict(merged.get("calibration") or {}), benchmark=benchmark,
                  chunk=int(merged.get("chunk", 128)), slack=int(merged.get("slack", 0)),
                  max_new_tokens=None if merged.get("max_new_tokens") is None else int(merged["max_new_tokens"]),
-                 model=merged.get("model"))
+                 model=merged.get("model"), hooks_allowed=hooks_allowed)
 
 
 def _check_baselines(where: str, baselines: tuple[str, ...], setting: str = "query_aware") -> None:

@@ -63,6 +63,7 @@ class Bundle:
     dev_report: dict[str, Any] | None = None
     earlier: tuple[Entry, ...] = field(default=())
     sha256: str = ""  # of method.py's bytes, as the ledger's submission events record it
+    params: dict[str, Any] | None = None  # params.npz: its sha256 and each array's dtype and shape (None: none)
 
     @property
     def name(self) -> str:
@@ -85,7 +86,8 @@ class Bundle:
     def as_prompt(self) -> dict[str, Any]:
         """The bundle as the JSON an LLM judge reads (earlier entries without code are listed by name)."""
         return {"submission": {"name": self.name, "author": self.author, "metadata": self.metadata,
-                               "method.py": self.code, "DESCRIPTION.md": self.description},
+                               "method.py": self.code, "DESCRIPTION.md": self.description,
+                               **({"params.npz": self.params} if self.params else {})},
                 "dev_report": self.dev_report,
                 "earlier_entries": [{"name": e.name, "author": e.author, "method.py": e.code,
                                      "DESCRIPTION.md": e.description} for e in self.earlier]}
@@ -137,7 +139,21 @@ def load_bundle(folder: str | Path, dev_report: str | Path | dict | None = None,
     own = (str(metadata.get("name") or folder.name), str(metadata.get("author") or "unknown"))
     return Bundle(folder.resolve(), code, description, metadata, report,
                   _earlier(folder.resolve(), own, list(earlier), events or [], shipped, private),
-                  hashlib.sha256(raw).hexdigest())
+                  hashlib.sha256(raw).hexdigest(), _params_summary(folder))
+
+
+def _params_summary(folder: Path) -> dict[str, Any] | None:
+    """What a judge reads of ``params.npz``: its sha256 and the arrays' names, dtypes and shapes (never the numbers:
+    fitted weights are judged by the fitting script the description names); None when the folder ships none."""
+    from ..submissions.params import load_params
+
+    try:
+        _, sha, arrays = load_params(folder)
+    except ValueError as err:
+        return {"invalid": str(err)}
+    if not sha:
+        return None
+    return {"sha256": sha, "arrays": {k: {"dtype": a.dtype.name, "shape": list(a.shape)} for k, a in arrays.items()}}
 
 
 def _dev_report(folder: Path, given: str | Path | dict | None, private: Path | None) -> dict | None:

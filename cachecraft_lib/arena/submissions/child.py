@@ -9,6 +9,7 @@ and after each call: a changed hash (or a write attempt) is ``tampering``.
 from __future__ import annotations
 
 import hashlib
+import types
 from typing import Any
 
 import method_api
@@ -28,10 +29,20 @@ def prepare() -> None:
     np.linalg.norm(np.ones(3)), np.sort(np.ones(3)), np.argpartition(np.ones(3), 1)  # load lazy parts now
 
 
-def load(source: str, setup: dict) -> tuple[Any, str]:
+LOADS_ARRAYS = True  # serve.py passes the setup frame's arrays (the submission's parameters) to load
+
+
+def load(source: str, setup: dict, arrays: dict | None = None) -> tuple[Any, str]:
+    """The method, built with its parameters (``Method(params)``: a read-only mapping of read-only arrays) when
+    the submission ships ``params.npz``, with no argument otherwise (as before the hook existed)."""
     namespace: dict = {"__name__": "method"}
     exec(compile(source, "method.py", "exec"), namespace)
-    return namespace["Method"](), "score" if setup["returns"] == "scores" else "keep"
+    params = {k[len("param:"):]: v for k, v in (arrays or {}).items() if k.startswith("param:")}
+    for a in params.values():
+        a.setflags(write=False)
+    cls = namespace["Method"]
+    method = cls(types.MappingProxyType(params)) if setup.get("params") else cls()
+    return method, "score" if setup["returns"] == "scores" else "keep"
 
 
 def _digests(arrays: dict[str, np.ndarray]) -> dict[str, str]:
@@ -39,6 +50,8 @@ def _digests(arrays: dict[str, np.ndarray]) -> dict[str, str]:
 
 
 def handle(state: tuple[Any, str], header: dict, arrays: dict[str, np.ndarray]) -> tuple[dict, dict]:
+    if header.get("hook") == "whole_cache":
+        return handle_whole(state[0], header, arrays)
     method, default = state
     layer = method_api.Layer(**arrays, **{k: header[k] for k in method_api.SCALARS})
     before = _digests(arrays)
@@ -46,14 +59,49 @@ def handle(state: tuple[Any, str], header: dict, arrays: dict[str, np.ndarray]) 
     hook = getattr(method, name, None) if name in method_api.HOOKS else None
     if hook is None:
         raise AttributeError(f"Method has no {name}(layer)")
-    out = np.asarray(hook(layer))
+    answer = hook(layer)
     after = _digests({name: getattr(layer, name) for name in before})
     if after != before:
         changed = sorted(n for n in before if before[n] != after[n])
         return {"ok": False, "kind": "tampering", "error": f"the method changed its inputs {changed}"}, {}
-    if out.dtype.name not in OUT_DTYPES:
-        return {"ok": False, "kind": "bad_output", "error": f"returned an array of {out.dtype}, not numbers"}, {}
-    return {"ok": True}, {"out": out}
+    parts = {"out": answer}
+    if isinstance(answer, method_api.Rewrite):
+        parts = {"out": answer.indices, "keys": answer.keys, "values": answer.values}
+    out = {k: np.asarray(v) for k, v in parts.items() if v is not None}
+    for part, array in out.items():
+        if array.dtype.name not in OUT_DTYPES:
+            return {"ok": False, "kind": "bad_output", "error": f"returned {part} of {array.dtype}, not numbers"}, {}
+    return {"ok": True}, out
+
+
+def handle_whole(method: Any, header: dict, arrays: dict[str, np.ndarray]) -> tuple[dict, dict]:
+    """``whole_cache(layers)``: every layer's ``Layer`` at once; one answer per layer back (``out.<layer>``)."""
+    n = int(header["n_layers"])
+    layers = tuple(method_api.Layer(**{a: arrays[f"{a}.{i}"] for a in method_api.ARRAYS}, budget=header["budget"],
+                                    layer=i, n_layers=n, compression_ratio=header["compression_ratio"])
+                   for i in range(n))
+    before = _digests(arrays)
+    answers = method.whole_cache(layers)
+    if _digests(arrays) != before or any(getattr(layers[int(k.rsplit(".", 1)[1])], k.rsplit(".", 1)[0]) is not a
+                                         for k, a in arrays.items()):
+        return {"ok": False, "kind": "tampering", "error": "whole_cache() changed its inputs"}, {}
+    if not isinstance(answers, (list, tuple)) or len(answers) != n:
+        return {"ok": False, "kind": "bad_output", "error": f"whole_cache() must return a list of {n} answers, "
+                                                            f"one per layer; got {type(answers).__name__}"}, {}
+    out = {}
+    for i, answer in enumerate(answers):
+        parts = {"out": answer}
+        if isinstance(answer, method_api.Rewrite):  # indices with new contents for the kept entries
+            parts = {"out": answer.indices, "keys": answer.keys, "values": answer.values}
+        for part, value in parts.items():
+            if value is None:
+                continue
+            array = np.asarray(value)
+            if array.dtype.name not in OUT_DTYPES:
+                return {"ok": False, "kind": "bad_output", "error": f"whole_cache() layer {i}: {part} of "
+                                                                    f"{array.dtype}, not numbers"}, {}
+            out[f"{part}.{i}"] = array
+    return {"ok": True}, out
 
 
 def _where(err: BaseException) -> str:

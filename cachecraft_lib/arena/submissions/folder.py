@@ -36,7 +36,7 @@ METHOD_FILE, DESCRIPTION_FILE, METADATA_FILE = "method.py", "DESCRIPTION.md", "m
 METHOD_CLASS = "Method"
 REQUIRED_SECTIONS = ("Idea", "Method", "Relation to prior work", "Evidence", "Limitations", "Builds on")
 ALLOWED_IMPORTS = frozenset({"numpy", "math", "functools", "itertools", "collections", "heapq", "dataclasses",
-                             "typing", "__future__", "statistics", "bisect", "operator"})
+                             "typing", "__future__", "statistics", "bisect", "operator", "method_api"})
 NETWORK_MODULES = frozenset({"socket", "ssl", "http", "urllib", "urllib3", "requests", "ftplib", "smtplib",
                              "asyncio", "selectors", "xmlrpc", "httpx", "aiohttp"})
 MAX_METHOD_BYTES = 256 * 1024
@@ -44,7 +44,7 @@ DECODE_BOARDS = frozenset({"C"})
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 KINDS = ("missing_file", "bad_description", "bad_metadata", "bad_method", "bad_import", "file_access", "network",
          "crash", "timeout", "memory", "tampering", "bad_output", "over_budget", "duplicate_indices", "out_of_range",
-         "reserved_name", "protocol")
+         "reserved_name", "protocol", "bad_params", "bad_probe", "probe_is_question", "not_allowed")
 REFERENCE_NAMES = frozenset({"full", "no_press", "nopress", "none", "uncompressed", "reference", "full_cache",
                              "baseline", "baselines"})
 INVISIBLE = re.compile("[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e"
@@ -108,12 +108,43 @@ class Submission:
     returns: str = "scores"  # "scores" when Method defines score(), "indices" for keep(), "none" for neither
     decode: bool = False  # Method defines decode(layer) (decode-time boards)
     code: bytes = field(default=b"", repr=False)  # method.py as read once and hashed
+    params: bytes = field(default=b"", repr=False)  # params.npz as read once and hashed (b"": none shipped)
+    params_sha256: str = ""
+    probes: tuple[str, ...] = ()  # probe texts from metadata.yaml (hooks.probes)
+    whole_cache: bool = False  # Method defines whole_cache(cache) (boards allowing one-off compression)
 
     def __post_init__(self) -> None:
         if not self.code:
             raise ValueError("Submission needs the bytes of method.py it was hashed from (code=...)")
         if hashlib.sha256(self.code).hexdigest() != self.code_sha256:
             raise ValueError("Submission.code does not match code_sha256: the bytes that run must be the bytes hashed")
+        if hashlib.sha256(self.params).hexdigest() != self.params_sha256 and (self.params or self.params_sha256):
+            raise ValueError("Submission.params does not match params_sha256")
+
+    @property
+    def params_arrays(self) -> dict:
+        """The parameter arrays (read-only), parsed again from the bytes hashed; {} when none are shipped."""
+        from .params import parse_params
+
+        return parse_params(self.params) if self.params else {}
+
+    @property
+    def identity(self) -> tuple[str, str, tuple[str, ...]]:
+        """What makes two runs of this submission the same: its code, parameters and probes."""
+        return self.code_sha256, self.params_sha256, self.probes
+
+    @property
+    def hooks(self) -> tuple[str, ...]:
+        """The interface hooks this submission uses (``arena check`` prints them; docs/arena_submissions.md)."""
+        named = (("score", self.returns == "scores"), ("keep", self.returns == "indices"), ("decode", self.decode),
+                 ("whole_cache", self.whole_cache), ("params", bool(self.params)), ("probes", bool(self.probes)),
+                 ("rewrite", self.rewrites))
+        return tuple(h for h, on in named if on)
+
+    @property
+    def rewrites(self) -> bool:
+        """method.py mentions ``Rewrite`` (the rewrite hook's return type); a hint for ``arena check`` only."""
+        return b"Rewrite(" in self.code
 
     @property
     def source(self) -> str:
@@ -135,14 +166,37 @@ def load_submission(folder: str | Path) -> Submission:
         if not (folder / name).is_file():
             raise SubmissionError("missing_file", f"{folder} has no {name}; add it (see "
                                                   "cachecraft_lib/arena/examples/frc/ for an example)")
+    from .params import load_params
+    from .probes import check_probes
+
     check_description((folder / DESCRIPTION_FILE).read_text(encoding="utf-8"))
-    name, author, boards = check_metadata((folder / METADATA_FILE).read_text(encoding="utf-8"))
+    metadata = (folder / METADATA_FILE).read_text(encoding="utf-8")
+    name, author, boards = check_metadata(metadata)
     check_name(name)
+    probes = check_probes(yaml.safe_load(metadata).get("probes"))
     code = (folder / METHOD_FILE).read_bytes()
     returns, decode = check_hooks(code)
-    check_boards_hooks(boards, returns, decode)
+    whole = "whole_cache" in method_names(code)
+    check_boards_hooks(boards, returns if not whole else "whole", decode)
+    if whole and returns == "none":
+        check_whole_cache_boards(boards)
+    params, params_sha256, _ = load_params(folder)
+    if params and not _init_takes_params(code):
+        raise SubmissionError("bad_method", f"the folder ships params.npz: class {METHOD_CLASS} must define "
+                                            "__init__(self, params) (the arrays arrive there, read-only)")
     return Submission(folder.resolve(), name, author, boards, hashlib.sha256(code).hexdigest(), returns, decode,
-                      code)
+                      code, params, params_sha256, probes, whole)
+
+
+def check_whole_cache_boards(boards: tuple[str, ...]) -> None:
+    """A method with only ``whole_cache`` names only boards that run it (and C, with its ``decode``)."""
+    from ..boards.boards import whole_cache_boards
+
+    other = [b for b in boards if b not in whole_cache_boards() | DECODE_BOARDS]
+    if other:
+        raise SubmissionError("not_allowed", f"the metadata names board(s) {other}, whose rules do not run "
+                                             f"whole_cache(layers) (only {sorted(whole_cache_boards())} do): define "
+                                             "score(layer) or keep(layer) for them, or name only those boards")
 
 
 def metadata_author(folder: str | Path) -> str:
@@ -241,12 +295,30 @@ def check_hooks(code: bytes) -> tuple[str, bool]:
     methods = {n.name for n in classes[-1].body if isinstance(n, ast.FunctionDef)}
     hooks = methods & {"score", "keep"}
     decode = "decode" in methods
-    if len(hooks) > 1 or not (hooks or decode):
+    if len(hooks) > 1 or not (hooks or decode or "whole_cache" in methods):
         raise SubmissionError("bad_method", f"class {METHOD_CLASS} must define exactly one of score(layer) "
                                             f"(per-token scores) or keep(layer) (indices to keep), and/or "
                                             f"decode(layer) for decode-time boards; it defines "
                                             f"{sorted(hooks) or 'none of them'}")
     return ("scores" if hooks == {"score"} else "indices" if hooks else "none"), decode
+
+
+def method_names(code: bytes) -> set[str]:
+    """The functions class ``Method`` defines (``code`` already passed ``check_hooks``)."""
+    tree = ast.parse(code.decode("utf-8"), METHOD_FILE)
+    classes = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == METHOD_CLASS]
+    return {n.name for n in classes[-1].body if isinstance(n, ast.FunctionDef)} if classes else set()
+
+
+def _init_takes_params(code: bytes) -> bool:
+    """``Method.__init__`` accepts one argument besides ``self`` (positional, or ``*args``)."""
+    tree = ast.parse(code.decode("utf-8"), METHOD_FILE)
+    classes = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == METHOD_CLASS]
+    inits = [n for n in classes[-1].body if isinstance(n, ast.FunctionDef) and n.name == "__init__"] if classes else []
+    if not inits:
+        return False
+    args = inits[-1].args
+    return len(args.posonlyargs) + len(args.args) >= 2 or args.vararg is not None
 
 
 def _imported(node: ast.AST) -> list[str]:

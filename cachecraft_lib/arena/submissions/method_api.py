@@ -34,6 +34,31 @@ harness keeps the ``budget`` highest per head); an integer answer is the indices
 at most ``budget``). It runs in the same sandbox, is validated outside it, and the harness checks the cap on
 the cache tensors after every eviction. ``compression_ratio`` is ``1 - budget / L``.
 
+**Rewrite.** ``keep`` may return ``Rewrite(indices, keys=None, values=None)`` instead of the indices: with the
+entries it keeps, new contents for them (e.g. evicted entries merged into kept ones, as KVPress's MergingPress
+does). ``keys``/``values`` are (H_kv, n, D) float32, row ``j`` of head ``h`` replacing entry ``indices[h, j]``
+(indices as ``keep`` returns them, (H_kv, n); any order, the harness sorts both together), finite, also once
+cast to the cache's dtype; either may be omitted (that half is gathered unchanged). They are validated outside
+the sandbox and written into the cache by the press; the cache holds ``n`` entries per head as with ``keep``.
+
+**Probes.** A submission may declare up to 4 probe texts in ``metadata.yaml`` (``probes: ["List every name ..."]``,
+at most 400 characters and 128 tokens each). The harness prefills the whole context, runs each probe through the
+model after it (on a copy of the cache, as KVzip's replay), and calls ``score``/``keep`` once per layer with
+``probe_queries`` (H_q, P, D) float32, the probes' queries after RoPE, concatenated, and ``probe_lengths`` (n,)
+int64; without probes both are None. On query-agnostic boards a probe containing a question is refused.
+
+**Whole cache (boards whose rules allow a one-off compression: B_offline).** ``Method`` may define
+
+    def whole_cache(self, layers: tuple[Layer, ...]) -> list   # one answer per layer, in layer order
+
+called once per context (and batch row) after the whole prefill, with every layer's ``Layer`` (same fields as
+above, ``layer`` set per layer); each answer is scores, indices or a ``Rewrite``, as ``score``/``keep`` return
+them. Its CPU limit is the per-layer limit times the layers; its seconds count as compression overhead. On other
+boards ``score``/``keep`` runs instead, and a method with only ``whole_cache`` is refused (``not_allowed``).
+
+**Parameters.** A submission that ships ``params.npz`` is built as ``Method(params)``: ``params`` is a read-only
+mapping of read-only numeric arrays (``arena.params``); without the file, ``Method()``.
+
 This module is imported both by the harness and, on its own, by the sandbox child (numpy only).
 """
 
@@ -56,6 +81,8 @@ class Layer:
     layer: int
     n_layers: int
     compression_ratio: float
+    probe_queries: np.ndarray | None = None  # (H_q, P, D) the probes' queries after RoPE (metadata ``probes``)
+    probe_lengths: np.ndarray | None = None  # (n_probes,) tokens of each probe in ``probe_queries``
 
     @property
     def n_tokens(self) -> int:
@@ -69,6 +96,15 @@ class Layer:
     def groups(self) -> int:
         """Query heads per KV head (grouped-query attention)."""
         return int(self.queries.shape[0] // self.keys.shape[0])
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """``keep``'s answer with new contents for the kept entries (see the module doc)."""
+
+    indices: np.ndarray
+    keys: np.ndarray | None = None
+    values: np.ndarray | None = None
 
 
 ARRAYS = ("keys", "values", "queries", "positions")

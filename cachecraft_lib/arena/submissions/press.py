@@ -33,7 +33,7 @@ from transformers.models.llama.modeling_llama import rotate_half
 from ...methods.features import buffer_position_embeddings
 from ...sandbox import WallBudget
 from .folder import Submission
-from .sandbox import Limits, MethodSandbox, validate_indices, validate_scores
+from .sandbox import REWRITE_SCALE, Limits, MethodSandbox, validate_indices, validate_rewrite, validate_scores
 
 WINDOW = 64
 _SANDBOXES: dict[tuple, MethodSandbox] = {}
@@ -44,7 +44,7 @@ UNREPORTED = "unreported (a sandbox without a boundary attribute: the in-process
 
 def sandbox_for(sub: Submission, limits: Limits) -> MethodSandbox:
     """The live sandbox of ``sub`` under ``limits``, started on first use."""
-    key = (sub.code_sha256, sub.returns, tuple(sorted(vars(limits).items())))
+    key = (sub.identity, sub.returns, tuple(sorted(vars(limits).items())))
     box = _SANDBOXES.get(key)
     if box is None or not box.alive:
         budget = _BUDGETS.setdefault(key, WallBudget(limits.wall_s))
@@ -102,15 +102,15 @@ class _SandboxedMethod:
     def post_init_from_model(self, model: Any) -> None:
         self.n_layers = int(model.config.num_hidden_layers)
 
-    def _answers(self, module, hidden_states, keys, values, kwargs, budget: int) -> list[np.ndarray]:
+    def _answers(self, module, hidden_states, keys, values, kwargs, budget: int) -> list[dict[str, np.ndarray]]:
         box = sandbox_for(self.submission, Limits.of(**self.limits))
         queries = window_queries(module, hidden_states, kwargs, self.window).float().cpu().numpy()
         positions = key_positions(kwargs, keys.shape[2], keys.shape[0])
         k, v = keys.float().cpu().numpy(), values.float().cpu().numpy()
         layer = int(getattr(module, "layer_idx", 0))
-        return [box.call({"keys": k[b], "values": v[b], "queries": queries[b], "positions": positions[b]},
-                         budget=int(budget), layer=layer, n_layers=self.n_layers or layer + 1,
-                         compression_ratio=float(self.compression_ratio)) for b in range(keys.shape[0])]
+        return [box.call_parts({"keys": k[b], "values": v[b], "queries": queries[b], "positions": positions[b]},
+                               budget=int(budget), layer=layer, n_layers=self.n_layers or layer + 1,
+                               compression_ratio=float(self.compression_ratio)) for b in range(keys.shape[0])]
 
 
 @dataclass
@@ -119,8 +119,12 @@ class SubmissionScorerPress(_SandboxedMethod, ScorerPress):
 
     def score(self, module, hidden_states, keys, values, attentions, kwargs) -> torch.Tensor:
         budget = compute_n_kept(keys.shape[2], self.compression_ratio)
-        rows = [validate_scores(a, keys.shape[1], keys.shape[2])
-                for a in self._answers(module, hidden_states, keys, values, kwargs, budget)]
+        answers = self._answers(module, hidden_states, keys, values, kwargs, budget)
+        if any(set(a) != {"out"} for a in answers):
+            from .folder import SubmissionError
+
+            raise SubmissionError("bad_output", "score() returned a Rewrite; only keep() may rewrite entries")
+        rows = [validate_scores(a["out"], keys.shape[1], keys.shape[2]) for a in answers]
         return torch.from_numpy(np.stack(rows)).to(keys.device)
 
 
@@ -132,15 +136,34 @@ class SubmissionKeepPress(_SandboxedMethod, BasePress):
         if self.compression_ratio == 0:
             return keys, values
         budget = compute_n_kept(keys.shape[2], self.compression_ratio)
-        rows = [validate_indices(a, keys.shape[1], keys.shape[2], budget)
-                for a in self._answers(module, hidden_states, keys, values, kwargs, budget)]
-        if len({r.shape[1] for r in rows}) > 1:
-            from .folder import SubmissionError
+        answers = self._answers(module, hidden_states, keys, values, kwargs, budget)
+        return apply_keep(answers, keys, values, budget)
 
-            raise SubmissionError("bad_output", f"keep() kept {[r.shape[1] for r in rows]} entries in the batch's "
-                                                "rows; keep the same number in every row (e.g. the budget)")
-        idx = torch.from_numpy(np.stack(rows)).to(keys.device)[..., None].expand(-1, -1, -1, keys.shape[-1])
-        return keys.gather(2, idx).contiguous(), values.gather(2, idx).contiguous()
+
+def apply_keep(answers: list[dict[str, np.ndarray]], keys: torch.Tensor, values: torch.Tensor,
+               budget: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(B, H, n, D) keys and values kept by ``keep``'s answers (one per batch row), a ``Rewrite``'s replacements
+    written over the kept entries: the cache holds what it would hold without the rewrite, in number and dtype."""
+    from .folder import SubmissionError
+
+    rows, rewrites = [], []
+    bounds = {"keys": REWRITE_SCALE * float(keys.abs().max()), "values": REWRITE_SCALE * float(values.abs().max())}
+    for a in answers:
+        validate_indices(a["out"], keys.shape[1], keys.shape[2], budget)
+        idx, new = validate_rewrite(a, a["out"], (keys.shape[1], keys.shape[2], keys.shape[3]), keys.dtype, bounds)
+        rows.append(idx)
+        rewrites.append(new)
+    if len({r.shape[1] for r in rows}) > 1:
+        raise SubmissionError("bad_output", f"keep() kept {[r.shape[1] for r in rows]} entries in the batch's "
+                                            "rows; keep the same number in every row (e.g. the budget)")
+    idx = torch.from_numpy(np.stack(rows)).to(keys.device)[..., None].expand(-1, -1, -1, keys.shape[-1])
+    kept_k, kept_v = keys.gather(2, idx).contiguous(), values.gather(2, idx).contiguous()
+    for b, new in enumerate(rewrites):
+        if "keys" in new:
+            kept_k[b] = torch.from_numpy(new["keys"]).to(device=keys.device, dtype=keys.dtype)
+        if "values" in new:
+            kept_v[b] = torch.from_numpy(new["values"]).to(device=values.device, dtype=values.dtype)
+    return kept_k, kept_v
 
 
 def submission_press(sub: Submission, compression_ratio: float, window: int = WINDOW, **limits: Any) -> BasePress:

@@ -85,7 +85,11 @@ class MethodSandbox:
 
     def start(self) -> MethodSandbox:
         try:
-            header = self._box.start({"returns": self.submission.returns}, self.submission.source)
+            from .params import frame_arrays
+
+            params = self.submission.params_arrays
+            header = self._box.start({"returns": self.submission.returns, "params": bool(params)},
+                                     self.submission.source, frame_arrays(params))
         except Failure as err:
             raise _refusal(err) from None
         if not header.get("ok"):
@@ -104,7 +108,17 @@ class MethodSandbox:
 
     def call(self, arrays: dict[str, np.ndarray], hook: str | None = None, **scalars: Any) -> np.ndarray:
         """The method's raw answer for one layer (validate it with ``validate_scores``/``validate_indices``);
-        ``hook`` names the method called (default: the submission's ``score``/``keep``; ``decode`` on board C)."""
+        ``hook`` names the method called (default: the submission's ``score``/``keep``; ``decode`` on board C).
+        A ``Rewrite`` is refused here: only ``call_parts`` (the keep press) accepts one."""
+        parts = self.call_parts(arrays, hook, **scalars)
+        if set(parts) != {"out"}:
+            raise SubmissionError("bad_output", f"layer {scalars['layer']}: {hook or 'score'}() returned a Rewrite; "
+                                                "only keep() may rewrite the entries it keeps")
+        return parts["out"]
+
+    def call_parts(self, arrays: dict[str, np.ndarray], hook: str | None = None, **scalars: Any) -> dict:
+        """The method's raw answer as arrays: ``out`` (scores or indices), and ``keys``/``values`` of a
+        ``Rewrite`` (validate them with ``validate_rewrite``)."""
         if not self.alive:
             self.start()
         missing = set(SCALARS) - set(scalars)
@@ -119,7 +133,11 @@ class MethodSandbox:
         if not reply.get("ok") or "out" not in out:
             self.close()  # a failed method is not trusted with another call
             raise _reply_refusal(reply, "failed", scalars["layer"])
-        return out["out"].copy()
+        extra = set(out) - {"out", "keys", "values"}
+        if extra:
+            self.close()
+            raise SubmissionError("protocol", f"layer {scalars['layer']}: a reply with arrays {sorted(extra)[:5]}")
+        return {k: v.copy() for k, v in out.items()}
 
     def answer(self, arrays: dict[str, np.ndarray], **scalars: Any) -> np.ndarray:
         """The validated answer for one layer: (H_kv, L) scores or (H_kv, n) sorted indices."""
@@ -141,6 +159,22 @@ class MethodSandbox:
             scores = validate_scores(out, heads, tokens)
             return np.sort(np.argsort(-scores, axis=1, kind="stable")[:, :budget], axis=1)
         return validate_indices(out, heads, tokens, budget)
+
+    def call_whole(self, arrays: dict[str, np.ndarray], **scalars: Any) -> dict[str, np.ndarray]:
+        """``whole_cache``'s raw answers (``out.<layer>``) for every layer in one call (``arena.submissions.whole_cache``);
+        its CPU limit is the per-layer limit times the layers, within the same wall budget and memory."""
+        if not self.alive:
+            self.start()
+        header = {"hook": "whole_cache", **{k: scalars[k] for k in SCALARS}}
+        try:
+            reply, _, out = self._box.request(header, arrays, cpu_s=self.limits.timeout_s * int(scalars["n_layers"]))
+        except Failure as err:
+            raise _refusal(err) from None
+        self.calls += 1
+        if not reply.get("ok"):
+            self.close()
+            raise _reply_refusal(reply, "whole_cache failed")
+        return {k: a.copy() for k, a in out.items()}
 
 
 def _reply_refusal(reply: dict, default: str, layer: int | None = None) -> SubmissionError:
@@ -192,3 +226,44 @@ def validate_indices(out: np.ndarray, n_heads: int, n_tokens: int, budget: int) 
         raise SubmissionError("duplicate_indices", f"keep() returned duplicate indices "
                                                    f"{sorted(set(idx[:, 1:][dup].tolist()))[:10]}")
     return np.ascontiguousarray(idx)
+
+
+REWRITE_SCALE = 16.0  # a replacement may be at most this many times the layer's largest original magnitude
+
+
+def validate_rewrite(parts: dict[str, np.ndarray], indices: np.ndarray, shape: tuple[int, int, int],
+                     cache_dtype: Any = None, bounds: dict[str, float] | None = None
+                     ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """The kept indices sorted per head with a ``Rewrite``'s ``keys``/``values`` in the same order.
+
+    ``indices`` is the raw (H_kv, n) answer (already checked by ``validate_indices``); each replacement must be
+    exactly (H_kv, n, D) float32 (the dtype the method was given: no broadcasting, no silent casts), finite, and
+    finite once cast to ``cache_dtype`` (a torch dtype; float16 overflows at 65504), and within ``bounds[part]``
+    in magnitude (``REWRITE_SCALE`` x the layer's largest original: a finite 1e30 key still overflows attention)."""
+    heads, _, dim = shape
+    raw = np.broadcast_to(indices, (heads, indices.shape[-1])) if indices.ndim == 1 else indices
+    order = np.argsort(raw.astype(np.int64), axis=1, kind="stable")
+    sorted_idx = np.take_along_axis(raw.astype(np.int64), order, axis=1)
+    n = sorted_idx.shape[1]
+    out = {}
+    for part in ("keys", "values"):
+        if part not in parts:
+            continue
+        new = parts[part]
+        if new.dtype != np.float32 or new.shape != (heads, n, dim):
+            raise SubmissionError("bad_output", f"Rewrite.{part} is {new.dtype} {new.shape}; it must be float32 "
+                                                f"({heads}, {n}, {dim}): one row per kept entry")
+        if not np.isfinite(new).all():
+            raise SubmissionError("bad_output", f"Rewrite.{part} has {int((~np.isfinite(new)).sum())} non-finite "
+                                                "values (NaN or inf)")
+        limit = (bounds or {}).get(part)
+        if limit is not None and float(np.abs(new).max(initial=0.0)) > limit:
+            raise SubmissionError("bad_output", f"Rewrite.{part} reaches {float(np.abs(new).max()):.3g}; at most "
+                                                f"{limit:.3g} ({REWRITE_SCALE:g} x the layer's largest {part[:-1]})")
+        if cache_dtype is not None:
+            import torch
+
+            if not torch.isfinite(torch.from_numpy(new).to(cache_dtype)).all():
+                raise SubmissionError("bad_output", f"Rewrite.{part} overflows the cache's {cache_dtype}")
+        out[part] = np.ascontiguousarray(np.take_along_axis(new, order[..., None], axis=1))
+    return np.ascontiguousarray(sorted_idx), out

@@ -76,8 +76,9 @@ def main() -> None:
         reply(out, {"ok": False, "kind": "boundary", "error": f"the sandbox could not be set up: {err!r}"})
         return
     guard.install(layer.ALLOWED)
+    given = {k: v for k, v in arrays.items() if k != "seccomp"}
     try:
-        state = layer.load(text, setup)
+        state = layer.load(text, setup, given) if getattr(layer, "LOADS_ARRAYS", False) else layer.load(text, setup)
     except BaseException as err:  # noqa: BLE001 - anything the code raises while loading is its failure
         kind, why = guard.refusal() or layer.classify(err, loading=True)
         reply(out, {"ok": False, "kind": kind, "error": f"loading: {why}"})
