@@ -32,6 +32,10 @@ from pathlib import Path
 
 import yaml
 
+from .errors import SubmissionError
+from .params import load_params, parse_params
+from .probes import check_probes
+
 METHOD_FILE, DESCRIPTION_FILE, METADATA_FILE = "method.py", "DESCRIPTION.md", "metadata.yaml"
 METHOD_CLASS = "Method"
 REQUIRED_SECTIONS = ("Idea", "Method", "Relation to prior work", "Evidence", "Limitations", "Builds on")
@@ -42,9 +46,6 @@ NETWORK_MODULES = frozenset({"socket", "ssl", "http", "urllib", "urllib3", "requ
 MAX_METHOD_BYTES = 256 * 1024
 DECODE_BOARDS = frozenset({"C"})
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
-KINDS = ("missing_file", "bad_description", "bad_metadata", "bad_method", "bad_import", "file_access", "network",
-         "crash", "timeout", "memory", "tampering", "bad_output", "over_budget", "duplicate_indices", "out_of_range",
-         "reserved_name", "protocol", "bad_params", "bad_probe", "probe_is_question", "not_allowed")
 REFERENCE_NAMES = frozenset({"full", "no_press", "nopress", "none", "uncompressed", "reference", "full_cache",
                              "baseline", "baselines"})
 INVISIBLE = re.compile("[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e"
@@ -88,14 +89,6 @@ def check_name(name: str) -> None:
                                                "choose another name in metadata.yaml")
 
 
-class SubmissionError(ValueError):
-    """A submission was refused: ``kind`` is a short machine-readable reason (``KINDS``), the message what to fix."""
-
-    def __init__(self, kind: str, message: str) -> None:
-        self.kind = kind
-        super().__init__(f"{kind}: {message}")
-
-
 @dataclass(frozen=True)
 class Submission:
     """A checked submission folder; ``code_sha256`` identifies ``method.py`` in the ledger."""
@@ -124,8 +117,6 @@ class Submission:
     @property
     def params_arrays(self) -> dict:
         """The parameter arrays (read-only), parsed again from the bytes hashed; {} when none are shipped."""
-        from .params import parse_params
-
         return parse_params(self.params) if self.params else {}
 
     @property
@@ -166,9 +157,6 @@ def load_submission(folder: str | Path) -> Submission:
         if not (folder / name).is_file():
             raise SubmissionError("missing_file", f"{folder} has no {name}; add it (see "
                                                   "cachecraft_lib/arena/examples/frc/ for an example)")
-    from .params import load_params
-    from .probes import check_probes
-
     check_description((folder / DESCRIPTION_FILE).read_text(encoding="utf-8"))
     metadata = (folder / METADATA_FILE).read_text(encoding="utf-8")
     name, author, boards = check_metadata(metadata)

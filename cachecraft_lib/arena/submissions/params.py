@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .errors import SubmissionError
 from .safe_files import problem, read_bytes
 
 PARAMS_FILE = "params.npz"
@@ -31,8 +32,6 @@ ARRAY_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 
 
 def _refuse(message: str):
-    from .folder import SubmissionError
-
     return SubmissionError("bad_params", f"{PARAMS_FILE} {message}")
 
 

@@ -16,14 +16,14 @@ import unicodedata
 from collections.abc import Iterable
 from typing import Any
 
+from .errors import SubmissionError
+
 MAX_PROBES = 4
 MAX_PROBE_CHARS = 400
 MAX_PROBE_TOKENS = 128
 
 
 def _refuse(kind: str, message: str):
-    from .folder import SubmissionError
-
     return SubmissionError(kind, message)
 
 
