@@ -183,3 +183,28 @@ def test_its_seconds_count_toward_the_overhead(prefill, tmp_path):
     assert press.charged_seconds > 0
     _, plain = BoardRunner._shared_cache(types.SimpleNamespace(_prefill_rate=0.0), prefill, whole_cache_press(sub, 0.75))
     assert flops >= plain + int(press.charged_seconds * 1e9) - 1
+
+
+def test_end_to_end_on_b_offline_and_b_online(tmp_path):
+    """Through the board runner (smoke boards, one 1024-token context): B_offline runs whole_cache (half the
+    entries kept, its seconds in the overhead), B_online the same submission's score()."""
+    from dataclasses import replace
+
+    from cachecraft_lib.arena.boards.boards import load_board
+    from cachecraft_lib.models.loading import load_model
+    from cachecraft_lib.ruler import generate
+
+    code = LAST_LAYER_VOTES + "\n    def score(self, layer):\n        return -layer.positions.astype(float)\n"
+    sub = load_submission(_folder(tmp_path, code, "both", "[B_online, B_offline]"))
+    model, tokenizer = load_model("tiny", device="cpu", dtype="float32")
+    items = generate(1024, tokenizer, 1, 5, ["niah_single_1"]).assign(item="x/0", context_id="x", length=1024)
+    out = {}
+    for name in ("B_offline", "B_online"):
+        board = replace(load_board("smoke", name), budgets=(0.5,))
+        rows = BoardRunner(model, tokenizer, board).run(items, [submission_contender(sub)], progress=False)
+        out[name] = rows.set_index("method").loc["both"]
+    close_sandboxes()
+    for row in out.values():
+        assert abs(row.logical_entries / row.full_entries - 0.5) < 0.01
+    # both compute the same window queries (counted FLOPs); only B_offline adds the whole_cache call's seconds
+    assert out["B_offline"].overhead_flops > out["B_online"].overhead_flops > 0
