@@ -16,7 +16,8 @@ import pytest
 from cachecraft_lib.arena.arena import Arena
 from cachecraft_lib.arena.boards import splits
 from cachecraft_lib.arena.scoring.ledger import Ledger, RateLimited
-from cachecraft_lib.arena.submissions.folder import SubmissionError, author_key, load_submission
+from cachecraft_lib.arena.submissions.folder import SubmissionError, load_submission
+from cachecraft_lib.arena.submissions.identity import author_key
 
 ASSETS = Path(__file__).parent / "assets" / "arena"
 # fixed public test secrets, 64 hex characters of a sha256 digest (notebook 07's kind): about 240 bits estimated

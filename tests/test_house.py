@@ -26,11 +26,7 @@ LONG: dict[str, str] = {}  # "cachecraft_lib/x.py": why it may stay longer (none
 # Programs and submissions run in their own interpreters (the sandbox), not as library modules.
 NOT_LIBRARY = ("sandbox/runtime/", "search/seeds/", "methods/programs/", "arena/examples/")
 # Known cycles through an import inside a function, with why they stay (empty the set when they are fixed).
-KNOWN_CYCLES = {
-    # Ledger.verify() is a convenience over verify.verify_ledger, which catches ledger.LedgerTampered; the arena's
-    # scoring is being edited on other branches this session, so the fix (the error class out of ledger.py) waits.
-    frozenset({"cachecraft_lib.arena.scoring.ledger", "cachecraft_lib.arena.scoring.verify"}),
-}
+KNOWN_CYCLES: set[frozenset[str]] = set()  # none: a cycle found is fixed, not listed
 
 
 def _name(path: Path) -> str:

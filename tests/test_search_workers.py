@@ -55,12 +55,12 @@ def test_a_run_whose_every_child_fails_in_the_worker_stops_with_the_reason(tmp_p
     worker cannot): the run stops after the first children instead of going on."""
     import torch
 
-    from cachecraft_lib.search import cascade
+    from cachecraft_lib.search import worker
     from cachecraft_lib.search.evolve import evolve
 
     if torch.cuda.is_available():
         pytest.skip("needs a machine without CUDA to make the workers' evaluator fail")
-    real = cascade.get_evaluator
+    real = worker.get_evaluator
 
     def parent_only():  # the driver builds its evaluator, then the workers are told to load on CUDA
         evaluator = real()
@@ -69,7 +69,7 @@ def test_a_run_whose_every_child_fails_in_the_worker_stops_with_the_reason(tmp_p
         config.write_text(json.dumps({**settings, "device": "cuda"}))
         return evaluator
 
-    monkeypatch.setattr(cascade, "get_evaluator", parent_only)
+    monkeypatch.setattr(worker, "get_evaluator", parent_only)
     with pytest.raises(health.EveryChildFailed, match="failed in the worker's evaluator") as caught:
         evolve("v5", 20, tmp_path, get_profile("smoke"), mutator="offline", isolate=False)
     assert "CUDA" in str(caught.value)

@@ -237,7 +237,8 @@ class Arena:
 
     def _check_identity(self, board: Board, sub: Any, round_: int) -> None:
         """The boards and hooks fit, and the name is not another author's entry on this board."""
-        from .submissions.folder import SubmissionError, author_key, name_key
+        from .submissions.errors import SubmissionError
+        from .submissions.identity import author_key, name_key
 
         if board.name not in sub.boards:
             raise SubmissionError("bad_metadata", f"the submission names boards {list(sub.boards)}, not "

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -178,30 +177,6 @@ def _invalid(kind: str, reason: str, start: float) -> dict:
     return {"metrics": {"combined_score": 0.0, "s1": 0.0, "valid": 0.0, "passed_gate": 0.0},
             "artifacts": {"invalid": f"INVALID ({kind}): {reason}"[:1500], "failure_kind": kind},
             "seconds": time.time() - start}
-
-
-_EVALUATOR = None  # the worker's CascadeEvaluator, or its BoardFitness with --board
-
-
-def get_evaluator():
-    """The worker's evaluator, built once from ``$CACHECRAFT_SEARCH_CONFIG`` (OpenEvolve re-executes evaluator.py)."""
-    global _EVALUATOR
-    if _EVALUATOR is None:
-        path = os.environ.get(CONFIG_ENV)
-        if not path or not Path(path).is_file():
-            raise RuntimeError(f"${CONFIG_ENV} must point to a search_config.json (written by `cachecraft evolve`)")
-        settings = SearchSettings.from_file(path)
-        _EVALUATOR = board_evaluator(settings) if settings.extras.get("board") else CascadeEvaluator(settings)
-    return _EVALUATOR
-
-
-def board_evaluator(settings: SearchSettings):
-    """``cachecraft evolve --board``: the board's own dev score as the fitness (``board_fitness``)."""
-    from .board_fitness import BoardFitness
-
-    extras = settings.extras
-    return BoardFitness(extras["board"], profile=extras["profile"], root=extras.get("arena_root"),
-                        seed_program=settings.seed_program, gate=settings.gate)
 
 
 def as_openevolve(result: dict):

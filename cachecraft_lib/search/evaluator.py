@@ -1,7 +1,7 @@
 """OpenEvolve evaluator file for CacheCraft: ``evaluate``, ``evaluate_stage1``, ``evaluate_stage2``.
 
 OpenEvolve executes this file anew for every evaluation, so it only delegates to the worker's cached
-``CascadeEvaluator`` (``cachecraft_lib.search.cascade``), which is configured by ``$CACHECRAFT_SEARCH_CONFIG``.
+evaluator (``cachecraft_lib.search.worker``), which is configured by ``$CACHECRAFT_SEARCH_CONFIG``.
 A worker loads it before naming its first child, so a spawned worker installs its seeded ids here. Each
 evaluation's outcome goes to the run folder's health file, so that a run whose every child fails in the
 evaluator itself stops (``cachecraft_lib.search.health``), and the process's peak memory so far goes to
@@ -12,8 +12,9 @@ import os
 from pathlib import Path
 
 from cachecraft_lib.search import health, memory
-from cachecraft_lib.search.cascade import CONFIG_ENV, as_openevolve, get_evaluator
+from cachecraft_lib.search.cascade import CONFIG_ENV, as_openevolve
 from cachecraft_lib.search.determinism import worker_ids
+from cachecraft_lib.search.worker import get_evaluator
 
 worker_ids()
 

@@ -183,10 +183,10 @@ async def _evolve_here(seed: str | Path, iterations: int, out: Path, profile: Pr
     initial = out / "initial_program.py"
     shutil.copyfile(seed_path(seed), initial)
 
-    from . import cascade
+    from . import worker
 
-    cascade._EVALUATOR = None  # a new run may have new settings
-    gate = cascade.get_evaluator().gate  # loads the model once in this process (OpenEvolve evaluates the seed here)
+    worker._EVALUATOR = None  # a new run may have new settings
+    gate = worker.get_evaluator().gate  # loads the model once in this process (OpenEvolve evaluates the seed here)
     config = build_config(iterations, mutator, random_seed, adversarial, gate_score=gate, **llm)
     done = checkpoint_iteration(checkpoint) if checkpoint else 0
     (out / "run_info.txt").write_text(

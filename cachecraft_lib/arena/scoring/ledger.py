@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from . import signing
+from .verify import LedgerTampered, verify_ledger
 
 GENESIS = "0" * 64
 KINDS = ("round", "baseline", "submission", "rejection", "points", "review")
@@ -35,15 +36,6 @@ SIGNED_SINCE = 3  # events of rules version arena-3 and later are signed: unsign
 RATE_LIMIT, RATE_WINDOW = 5, timedelta(hours=24)  # the post: 5 official submissions per author per 24 hours
 COUNTED = ("submission", "rejection")
 HEAD_FILE = "ledger_head.json"
-
-
-class LedgerTampered(RuntimeError):
-    """The chain does not verify: ``line`` is the first bad line (1-based)."""
-
-    def __init__(self, path: Path, line: int, why: str) -> None:
-        self.line = line
-        super().__init__(f"{path}: line {line} {why}; the ledger was edited, reordered, cut or re-signed "
-                         "(restore it from a copy)")
 
 
 class RateLimited(RuntimeError):
@@ -140,8 +132,6 @@ class Ledger:
 
     def verify(self, head: dict | str | Path | None = None, public_key: str | None = None):
         """The ledger's status for a third party: a ``verify.Verification`` (never raises on a bad ledger)."""
-        from .verify import verify_ledger
-
         return verify_ledger(self, head, public_key)
 
     def _verified(self, public: str | None = None) -> list[dict]:
@@ -186,7 +176,7 @@ class Ledger:
                    window: timedelta = RATE_WINDOW) -> None:
         """``RateLimited`` when ``author`` (normalised: ``submission.author_key``) already has ``limit``
         submissions or rejections (refusals, crashes, failed checks) in the last ``window``."""
-        from ..submissions.folder import author_key
+        from ..submissions.identity import author_key
 
         me, now_t = author_key(author), _as_time(now)
         times = sorted(_as_time(e["time"]) for e in self.events() if e["kind"] in COUNTED

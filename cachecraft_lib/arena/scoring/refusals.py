@@ -34,7 +34,7 @@ def record_refusal(ledger: Any, root: Path, board: str, name: str, author: str, 
                    on_test: bool = False) -> dict[str, Any]:
     """Append the ``rejection`` event (and, on test items, the private log line); returns the public payload."""
     from ..submissions.errors import KINDS
-    from ..submissions.folder import author_key
+    from ..submissions.identity import author_key
 
     kind = getattr(err, "kind", "crash")
     kind = kind if kind in KINDS else "crash"  # a kind is one of a fixed set, never the method's text

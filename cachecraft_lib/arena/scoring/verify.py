@@ -52,6 +52,15 @@ class Verification:
         return {**asdict(self), "ok": self.ok, "fingerprint": self.fingerprint}
 
 
+class LedgerTampered(RuntimeError):
+    """The chain does not verify: ``line`` is the first bad line (1-based)."""
+
+    def __init__(self, path: Path, line: int, why: str) -> None:
+        self.line = line
+        super().__init__(f"{path}: line {line} {why}; the ledger was edited, reordered, cut or re-signed "
+                         "(restore it from a copy)")
+
+
 def read_head(head: dict | str | Path) -> dict:
     """A published head from a dict or a JSON file."""
     return dict(head) if isinstance(head, dict) else json.loads(Path(head).read_text())
@@ -71,8 +80,6 @@ def _head_problem(head: dict, trusted: str) -> str | None:
 
 def verify_ledger(ledger: Any, head: dict | str | Path | None = None, public_key: str | None = None) -> Verification:
     """Check ``ledger`` (a ``Ledger``) against a published ``head`` and/or a trusted ``public_key`` (hex)."""
-    from .ledger import LedgerTampered
-
     try:
         published = read_head(head) if head is not None else None
     except (OSError, ValueError) as err:
