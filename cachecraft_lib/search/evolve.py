@@ -28,7 +28,7 @@ from .cascade import CONFIG_ENV, PAPER_GATE, PAPER_SEED_S1, SearchSettings
 from .determinism import deterministic_ids, hash_seed_fixed, restore_ids
 from .exchanges import write_exchanges
 from .iterations import iteration_bar, quiet_console
-from .mutator import OFFLINE_NAME, SYSTEM_MESSAGE, init_offline_client
+from .mutator import OFFLINE_NAME, STRUCTURAL_TAG, SYSTEM_MESSAGE, init_offline_client
 from .seeds import seed_path
 
 EVALUATOR_FILE = Path(__file__).with_name("evaluator.py")
@@ -58,9 +58,11 @@ def settings_for(profile: Profile, seed: str | Path, ratio: float = 0.83) -> Sea
 
 def build_config(iterations: int, mutator: str = "offline", seed: int = 42, adversarial: float = 0.0,
                  gate_score: float | None = None, islands: int = 2, ollama_model: str = OLLAMA_MODEL,
-                 api_base: str = OLLAMA_BASE, api_key: str = "ollama", max_tokens: int = LLM_MAX_TOKENS):
+                 api_base: str = OLLAMA_BASE, api_key: str = "ollama", max_tokens: int = LLM_MAX_TOKENS,
+                 structural: bool = False):
     """OpenEvolve's ``Config`` for CacheCraft: one worker, seeded, the cascade evaluator and its gate.
-    ``max_tokens`` caps each LLM answer (a small model on a CPU server needs a small cap to finish in time)."""
+    ``max_tokens`` caps each LLM answer (a small model on a CPU server needs a small cap to finish in time).
+    ``structural`` (offline mutator only, opt-in) adds the structural operators (``operators``)."""
     from openevolve.config import Config, LLMModelConfig
 
     cfg = Config()
@@ -91,13 +93,15 @@ def build_config(iterations: int, mutator: str = "offline", seed: int = 42, adve
     cfg.evolution_trace.include_prompts = True
     cfg.evolution_trace.include_failures = True
     if mutator == "offline":
-        name = OFFLINE_NAME + (f" adversarial={adversarial}" if adversarial else "")
+        name = OFFLINE_NAME + (f" adversarial={adversarial}" if adversarial else "") + (STRUCTURAL_TAG if structural else "")
         model = LLMModelConfig(name=name, weight=1.0, init_client=init_offline_client)
     elif mutator in ("ollama", "openai"):  # any OpenAI-compatible endpoint; the default is a local Ollama
         model = LLMModelConfig(name=ollama_model, weight=1.0, api_base=api_base, api_key=api_key, temperature=0.7,
                                max_tokens=max_tokens, timeout=600, retries=2, retry_delay=5, random_seed=seed)
     else:
         raise ValueError(f"mutator must be 'offline', 'ollama' or 'openai', not {mutator!r}")
+    if structural and mutator != "offline":
+        raise ValueError("structural operators belong to the offline mutator; an LLM writes its own edits")
     cfg.llm.models = [model]
     cfg.llm.evaluator_models = []
     return cfg
