@@ -191,7 +191,7 @@ class Arena:
         (a failed check, a crash) is a ``rejection`` with the author and counts toward the limit."""
         from .scoring.refusals import shown_name
         from .scoring.rounds import check_round_secret
-        from .submissions.folder import SubmissionError, load_submission, metadata_author
+        from .submissions.folder import SubmissionError, load_submission, metadata_author, metadata_origin
         from .submissions.press import BOUNDARIES, UNREPORTED
 
         board = self.board(board_name)
@@ -231,6 +231,8 @@ class Arena:
                      gain_lo=result.lo, gain_hi=result.hi, gate_threshold=result.threshold, gate_seed=result.seed,
                      moved=bool(result.passed and ok), sandbox=BOUNDARIES.get(sub.code_sha256, UNREPORTED),
                      weak_sandbox_allowed=bool(limits.get("allow_weak", False)))
+        if origin := metadata_origin(folder):  # e.g. a search run's id, seed and iterations
+            entry["origin"] = origin
         event = self.ledger.append("submission", entry)
         entry["entry_id"] = f"entry-{event['seq']}"
         self._save_units(units[units.method == sub.name], self._private(round_, board.name, entry["entry_id"]),

@@ -93,7 +93,8 @@ def build_config(iterations: int, mutator: str = "offline", seed: int = 42, adve
     cfg.evolution_trace.include_prompts = True
     cfg.evolution_trace.include_failures = True
     if mutator == "offline":
-        name = OFFLINE_NAME + (f" adversarial={adversarial}" if adversarial else "") + (STRUCTURAL_TAG if structural else "")
+        name = OFFLINE_NAME + (f" adversarial={adversarial}" if adversarial else "")
+        name += STRUCTURAL_TAG if structural else ""
         model = LLMModelConfig(name=name, weight=1.0, init_client=init_offline_client)
     elif mutator in ("ollama", "openai"):  # any OpenAI-compatible endpoint; the default is a local Ollama
         model = LLMModelConfig(name=ollama_model, weight=1.0, api_base=api_base, api_key=api_key, temperature=0.7,
@@ -181,8 +182,9 @@ async def _evolve_here(seed: str | Path, iterations: int, out: Path, profile: Pr
     gate = cascade.get_evaluator().gate  # loads the model once in this process (OpenEvolve evaluates the seed here)
     config = build_config(iterations, mutator, random_seed, adversarial, gate_score=gate, **llm)
     done = checkpoint_iteration(checkpoint) if checkpoint else 0
+    shown = mutator if mutator != "offline" else OFFLINE_NAME + (STRUCTURAL_TAG if llm.get("structural") else "")
     (out / "run_info.txt").write_text(
-        f"seed={seed}\nmutator={mutator if mutator != 'offline' else OFFLINE_NAME}\nadversarial={adversarial}\n"
+        f"seed={seed}\nmutator={shown}\nadversarial={adversarial}\n"
         f"gate={gate} (paper: {PAPER_GATE} with the seed at {PAPER_SEED_S1}; scaled to this model's seed S1)\n"
         f"model={settings.model}\nlength={settings.length}\nratio={ratio}\niterations={iterations}\n"
         f"random_seed={random_seed}\nresumed_from={done}\n")
