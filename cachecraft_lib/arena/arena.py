@@ -122,14 +122,7 @@ class Arena:
         base = self.dev_baselines(board)
         items = self.items(board, "dev")
         rows = self.run(board, items, [contender])
-        rows = pd.concat([base, rows[rows.method != "full"]], ignore_index=True)
-        units = score.unit_values(rows, board)
-        scores = score.method_scores(units)
-        best = score.best_baseline(scores.drop(index=[contender.name]))
-        ok, why = score.eligible(scores.loc[contender.name], board, scores.loc[best])
-        return {"board": board.name, "scores": scores, "units": units, "best_baseline": best,
-                "gain": score.paired_gain(units, contender.name, best), "eligible": ok, "eligibility": why,
-                "excluded_tasks": units.attrs["excluded_tasks"]}
+        return score.dev_report(base, rows, board, contender.name)
 
     # --------------------------------------------------------------------------------------- test
     def _private(self, round_: int, board: str, entry_id: str) -> Path:

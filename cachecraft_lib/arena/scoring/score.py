@@ -132,3 +132,17 @@ def eligible(row: pd.Series, board: Board, reference: pd.Series | None = None) -
     if row.memory + row.speed < eff_min - 1e-12:
         reasons.append(f"memory + speed {row.memory + row.speed:.3f} < {eff_min:.3f}")
     return not reasons, "; ".join(reasons) or "meets the limits"
+
+
+def dev_report(base: pd.DataFrame, rows: pd.DataFrame, board: Board, name: str) -> dict:
+    """``arena dev``'s report of method ``name`` (its ``rows``) beside the baselines' dev rows ``base`` (which hold
+    the full cache's): scores with intervals, the best baseline, the paired gain over it, eligibility. The search's
+    board fitness (``search.board_fitness``) calls this same function, so its fitness is the arena's dev score."""
+    rows = pd.concat([base, rows[rows.method != FULL]], ignore_index=True)
+    units = unit_values(rows, board)
+    scores = method_scores(units)
+    best = best_baseline(scores.drop(index=[name]))
+    ok, why = eligible(scores.loc[name], board, scores.loc[best])
+    return {"board": board.name, "scores": scores, "units": units, "best_baseline": best,
+            "gain": paired_gain(units, name, best), "eligible": ok, "eligibility": why,
+            "excluded_tasks": units.attrs["excluded_tasks"]}

@@ -1,0 +1,254 @@
+"""The search's fitness on an arena board: the board's own dev score, through a cascade (issue 38, item 1).
+
+A candidate policy program is, in order:
+
+0. checked without running (``static_checks.stage0``: parse, imports, both functions, EVOLVE-BLOCK) and
+   converted to an arena submission folder (``arena.convert.program_to_submission``, the same conversion a
+   search's best program gets before ``arena submit``);
+1. run on the gate items, the first dev context of each task, exactly as an arena submission runs (the arena's
+   sandbox, its answers validated outside and applied by a real KVPress press); its score there is ``arena dev``'s
+   score restricted to those contexts; it passes when that is at least the gate;
+2. run on the remaining dev contexts; its fitness is ``arena.score.dev_report``'s ``overall`` on all dev items,
+   the function ``arena dev`` itself calls, so the search's fitness for a program is its ``arena dev`` score.
+
+The gate keeps the meaning of the paper's cascade (``cascade``): 45/91.2 of the seed program's score on the
+gate items, unless given. ``evaluate`` runs a whole population at once (``population.PopulationRunner``: one
+prefill per context kept across generations, every candidate x budget decoded in one batch);
+``evaluate_one`` runs one candidate at a time through ``Arena.run``, the reference the population path must
+equal. The test split is never read: only ``Arena.items(board, "dev")``, which needs no secret.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..arena.harness import Arena
+from ..arena.score import dev_report
+from ..arena.submission import SubmissionError
+from .cascade import PAPER_GATE, PAPER_SEED_S1
+from .population import PopulationRunner
+from .static_checks import stage0
+
+
+@dataclass
+class CandidateResult:
+    """One candidate's way through the cascade. ``valid``: it passed stage 0, loaded, and no sandbox call failed;
+    ``gate_score``: its overall score on the gate items; ``fitness``: its ``arena dev`` overall on all dev items
+    (None when stopped earlier); ``report``: ``dev_report``'s dict (scores with intervals, gain over the best
+    baseline, eligibility) for those that reached stage 2."""
+
+    name: str
+    valid: bool
+    stage: int  # the last stage it reached: 0, 1 or 2
+    gate: float
+    gate_score: float | None = None
+    fitness: float | None = None
+    failure_kind: str | None = None
+    reason: str = ""
+    report: dict | None = field(default=None, repr=False)
+    seconds: float = 0.0
+
+    @property
+    def passed_gate(self) -> bool:
+        return self.gate_score is not None and self.gate_score >= self.gate
+
+    def as_cascade(self) -> dict:
+        """The result in ``cascade``'s terms for OpenEvolve: ``combined_score`` is the fitness after stage 2 and
+        0.25 x the gate score when stopped at the gate (OpenEvolve's threshold is 0.25 x gate), 0 when invalid."""
+        if not self.valid:
+            return {"metrics": {"combined_score": 0.0, "valid": 0.0, "passed_gate": 0.0},
+                    "artifacts": {"invalid": f"INVALID ({self.failure_kind}): {self.reason}"[:1500],
+                                  "failure_kind": self.failure_kind}, "seconds": self.seconds}
+        metrics = {"combined_score": self.fitness if self.fitness is not None else 0.25 * self.gate_score,
+                   "gate_score": self.gate_score, "valid": 1.0, "gate": self.gate, "passed_gate": float(self.passed_gate)}
+        artifacts = {"stage1": f"board score {self.gate_score:.3f} on the gate items; gate {self.gate:.3f} -> "
+                               f"{'passed' if self.passed_gate else 'stopped at the gate'}"}
+        if self.fitness is not None:
+            metrics["dev_overall"] = self.fitness
+            artifacts["stage2"] = f"arena dev overall {self.fitness:.3f} (gain over {self.report['best_baseline']}: " \
+                                  f"{self.report['gain']})"
+        return {"metrics": metrics, "artifacts": artifacts, "seconds": self.seconds}
+
+
+@dataclass
+class _Converted:
+    name: str
+    submission: Any
+    folder: tempfile.TemporaryDirectory
+
+
+def candidate_name(source: str) -> str:
+    """A candidate's submission name: its source's digest (two candidates of a population never share one)."""
+    return "cand-" + hashlib.sha256(source.encode()).hexdigest()[:12]
+
+
+class BoardFitness:
+    """A board's dev fitness for policy programs: the arena, its dev items and baselines, the population runner."""
+
+    def __init__(self, board: str = "A", profile: str = "cpu", root: str | Path | None = None,
+                 seed_program: str | Path | None = None, gate: float | None = None,
+                 limits: dict | None = None, arena: Arena | None = None) -> None:
+        self.arena = arena or Arena(profile=profile, root=root, progress=False)
+        self.board = self.arena.board(board)
+        if self.board.decode_time or self.board.benchmark == "math500":
+            raise ValueError(f"board {board} evicts while decoding or scores MATH-500; the search's board fitness "
+                             "covers the prefill boards (A, B_online, B_offline)")
+        self.limits = dict(limits or {})
+        self.items = self.arena.items(self.board, "dev")
+        self.base = self.arena.dev_baselines(self.board)
+        first = self.items.groupby("task", sort=False).context_id.first()
+        self.gate_ids = list(dict.fromkeys(first))
+        model, tokenizer = self.arena.model(self.board)
+        self.runner = PopulationRunner(model, tokenizer, self.board)
+        self.seed_source = Path(seed_program).read_text() if seed_program else None
+        self.gate = 0.0  # the seed's own gate run (no gate yet)
+        self.gate = gate if gate is not None else self._scaled_gate()
+
+    # ---------------------------------------------------------------------------------------- pieces
+    def gate_items(self) -> pd.DataFrame:
+        return self.items[self.items.context_id.isin(self.gate_ids)]
+
+    def rest_items(self) -> pd.DataFrame:
+        return self.items[~self.items.context_id.isin(self.gate_ids)]
+
+    def report(self, rows: pd.DataFrame, name: str, gate_only: bool = False) -> dict:
+        """``arena dev``'s report of ``name`` from its rows (on the gate items only, or on all dev items)."""
+        base = self.base[self.base.context_id.isin(self.gate_ids)] if gate_only else self.base
+        return dev_report(base, rows, self.board, name)
+
+    def convert(self, source: str) -> _Converted:
+        """The program as an arena submission folder (raises ``ValueError``/``SubmissionError`` when it is not one)."""
+        from ..arena.convert import program_to_submission
+
+        name = candidate_name(source)
+        folder = tempfile.TemporaryDirectory(prefix="cachecraft-candidate-")
+        program = Path(folder.name) / "program.py"
+        program.write_text(source)
+        sub = program_to_submission(program, Path(folder.name) / "submission", name, boards=(self.board.name,))
+        return _Converted(name, sub, folder)
+
+    def contender(self, converted: _Converted):
+        from ..arena.evaluate import submission_contender
+
+        return submission_contender(converted.submission, **self.limits)
+
+    def _checked(self, source: str) -> _Converted | CandidateResult:
+        problems = stage0(source, self.seed_source)
+        if problems:
+            return CandidateResult(candidate_name(source), False, 0, self.gate, failure_kind="stage0",
+                                   reason="; ".join(problems))
+        try:
+            return self.convert(source)
+        except (ValueError, SubmissionError) as err:
+            return CandidateResult(candidate_name(source), False, 0, self.gate, failure_kind="convert", reason=str(err))
+
+    # ------------------------------------------------------------------------------------ the cascade
+    def evaluate(self, sources: list[str], full: bool = True) -> list[CandidateResult]:
+        """A population through the cascade in one pass per stage (batched); results in the order of ``sources``.
+        ``full=False`` stops after the gate (stage 1 only)."""
+        start = time.time()
+        checked = [self._checked(s) for s in sources]
+        live = {c.name: c for c in checked if isinstance(c, _Converted)}
+        gate_rows = self.runner.run(self.gate_items(), [self.contender(c) for c in live.values()])
+        failures = dict(self.runner.failures)
+        results: dict[str, CandidateResult] = {}
+        passed = []
+        for name in live:
+            if name in failures:
+                results[name] = CandidateResult(name, False, 1, self.gate, failure_kind=failures[name].split(":")[0],
+                                                reason=failures[name])
+                continue
+            score = float(self.report(gate_rows, name, gate_only=True)["scores"].loc[name, "overall"])
+            results[name] = CandidateResult(name, True, 1, self.gate, gate_score=score)
+            if score >= self.gate:
+                passed.append(name)
+        if full and passed:
+            rest = self.runner.run(self.rest_items(), [self.contender(live[n]) for n in passed])
+            for name in passed:
+                if name in self.runner.failures:
+                    kind = self.runner.failures[name]
+                    results[name] = CandidateResult(name, False, 2, self.gate, results[name].gate_score,
+                                                    failure_kind=kind.split(":")[0], reason=kind)
+                    continue
+                rows = pd.concat([gate_rows[gate_rows.method == name], rest[rest.method == name]], ignore_index=True)
+                rep = self.report(rows, name)
+                results[name].stage, results[name].report = 2, rep
+                results[name].fitness = float(rep["scores"].loc[name, "overall"])
+        seconds = (time.time() - start) / max(1, len(sources))
+        out = [c if isinstance(c, CandidateResult) else results[c.name] for c in checked]
+        for r in out:
+            r.seconds = seconds
+        return out
+
+    def evaluate_one(self, source: str, full: bool = True) -> CandidateResult:
+        """One candidate through the same cascade with ``Arena.run`` (the path ``arena dev`` takes): the reference."""
+        start = time.time()
+        checked = self._checked(source)
+        if isinstance(checked, CandidateResult):
+            return checked
+        name, contender = checked.name, self.contender(checked)
+        try:
+            gate_rows = self.arena.run(self.board, self.gate_items(), [contender])
+            score = float(self.report(gate_rows, name, gate_only=True)["scores"].loc[name, "overall"])
+            result = CandidateResult(name, True, 1, self.gate, gate_score=score)
+            if full and score >= self.gate:
+                rest = self.arena.run(self.board, self.rest_items(), [contender])
+                rows = pd.concat([gate_rows, rest], ignore_index=True)
+                result.stage, result.report = 2, self.report(rows, name)
+                result.fitness = float(result.report["scores"].loc[name, "overall"])
+        except SubmissionError as err:
+            result = CandidateResult(name, False, 1, self.gate, failure_kind=err.kind, reason=str(err))
+        result.seconds = time.time() - start
+        return result
+
+    def _scaled_gate(self) -> float:
+        """45/91.2 of the seed's score on the gate items (``cascade``'s scaling); 0 without a seed."""
+        if self.seed_source is None:
+            return 0.0
+        seed = self.evaluate([self.seed_source], full=False)[0]
+        if not seed.valid:
+            raise ValueError(f"the seed program fails its own cascade ({seed.failure_kind}: {seed.reason})")
+        return round(PAPER_GATE / PAPER_SEED_S1 * seed.gate_score, 4)
+
+    # ------------------------------------------------------------------------- OpenEvolve's two stages
+    def stage1(self, source: str) -> dict:
+        return self.evaluate([source], full=False)[0].as_cascade()
+
+    def stage2(self, source: str) -> dict:
+        return self.evaluate([source])[0].as_cascade()
+
+
+def apply_diff(source: str, diff: str) -> str:
+    """Apply one ``SEARCH/REPLACE`` block (the offline mutator's answer format) to ``source``."""
+    search = diff.split("<<<<<<< SEARCH\n", 1)[1].split("\n=======\n", 1)[0]
+    replace = diff.split("\n=======\n", 1)[1].split("\n>>>>>>> REPLACE", 1)[0]
+    if search not in source:
+        raise ValueError("the edit's SEARCH text is not in the program")
+    return source.replace(search, replace, 1)
+
+
+def offline_population(seed_source: str, n: int, random_seed: int = 0, edits: int = 2) -> list[str]:
+    """``n`` distinct programs, each ``edits`` offline-mutator edits away from ``seed_source`` (deterministic for a
+    seed): a generation to benchmark or test the population path with, without OpenEvolve."""
+    import random
+
+    from .mutator import edit_scorer
+
+    rng, out, seen = random.Random(random_seed), [], {seed_source}
+    for _ in range(50 * n):
+        if len(out) == n:
+            break
+        program = seed_source
+        for _ in range(edits):
+            program = apply_diff(program, edit_scorer(program, rng)[0])
+        if program not in seen:
+            seen.add(program)
+            out.append(program)
+    return out

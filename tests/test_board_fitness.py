@@ -1,0 +1,57 @@
+"""The search's board fitness is `arena dev`'s score, and the population path equals one-at-a-time (smoke board A)."""
+
+import pytest
+
+from cachecraft_lib.arena.evaluate import submission_contender
+from cachecraft_lib.search.board_fitness import BoardFitness, offline_population
+from cachecraft_lib.search.seeds import seed_path
+
+pytestmark = pytest.mark.filterwarnings("ignore")
+
+
+@pytest.fixture(scope="module")
+def fitness(tmp_path_factory):
+    return BoardFitness("A", profile="smoke", root=tmp_path_factory.mktemp("arena"), seed_program=seed_path("v1"))
+
+
+@pytest.fixture(scope="module")
+def generation():
+    return offline_population(seed_path("v1").read_text(), 3, random_seed=1)
+
+
+def test_fitness_is_arena_dev_score(fitness):
+    source = seed_path("v1").read_text()
+    result = fitness.evaluate([source], full=True)[0]
+    assert result.valid and result.stage == 2, result
+    converted = fitness.convert(source)
+    report = fitness.arena.dev("A", submission_contender(converted.submission))
+    assert result.fitness == pytest.approx(float(report["scores"].loc[converted.name, "overall"]), abs=1e-12)
+    assert result.report["gain"].point == pytest.approx(report["gain"].point, abs=1e-12)
+
+
+def test_population_equals_one_at_a_time(fitness, generation):
+    batched = fitness.evaluate(generation)
+    single = [fitness.evaluate_one(s) for s in generation]
+    assert len({r.name for r in batched}) == 3
+    for b, s in zip(batched, single, strict=True):
+        assert (b.name, b.valid, b.stage) == (s.name, s.valid, s.stage)
+        assert b.gate_score == pytest.approx(s.gate_score, abs=1e-12)
+        assert (b.fitness is None) == (s.fitness is None)
+        if b.fitness is not None:
+            assert b.fitness == pytest.approx(s.fitness, abs=1e-12)
+
+
+def test_hostile_candidate_refused_others_unchanged(fitness, generation):
+    seed = seed_path("v1").read_text()
+    hostile = seed.replace("    return topk_tokens(scores, ctx)", "    return topk_tokens(scores, ctx) + ctx.L")
+    assert hostile != seed
+    alone = fitness.evaluate(generation[:2])
+    mixed = fitness.evaluate([generation[0], hostile, generation[1]])
+    assert not mixed[1].valid and mixed[1].failure_kind == "out_of_range", mixed[1]
+    for a, m in zip(alone, [mixed[0], mixed[2]], strict=True):
+        assert (a.gate_score, a.fitness) == (m.gate_score, m.fitness)
+
+
+def test_stage0_refuses_edits_outside_the_block(fitness):
+    result = fitness.evaluate([seed_path("v5").read_text()])[0]
+    assert not result.valid and result.failure_kind == "stage0"
