@@ -44,6 +44,37 @@ def _cmd_submit_search(args: argparse.Namespace) -> int:
     return 0
 
 
+SEARCH_HELP = ("evolve a policy program on a board's dev items (fitness = `arena dev`'s score; every generation "
+               "scored in one batched pass; offline mutator with the structural operators) and write a run folder "
+               "for `submit-search`; reads no test item and needs no secret")
+
+
+def _cmd_search(args: argparse.Namespace) -> int:
+    from ..search.board_fitness import BoardFitness
+    from ..search.board_search import board_search
+    from ..search.seeds import seed_path
+
+    fitness = BoardFitness(args.board, args.profile, root=args.root, seed_program=seed_path(args.seed))
+    out = Path(args.out) if args.out else fitness.arena.root / "search_runs" / f"{args.board}_{args.seed}_{args.random_seed}"
+    board_search(args.board, args.seed, args.generations, args.population, out, args.profile,
+                 random_seed=args.random_seed, structural=not args.linear_only, fitness=fitness)
+    print(f"wrote the run {out}; submit its best with `cachecraft arena submit-search {out} --board {args.board}`")
+    return 0
+
+
+def add_search_verb(verb: Callable[[str, Callable, str], argparse.ArgumentParser]) -> argparse.ArgumentParser:
+    """Add ``search`` (the board search) through ``cli.arena``'s ``verb``."""
+    p = verb("search", _cmd_search, SEARCH_HELP)
+    p.add_argument("--board", required=True, help="board name (A, B_online, B_offline)")
+    p.add_argument("--seed", default="v1", help="seed program (v1, v5, ...; default v1, not FRC)")
+    p.add_argument("--generations", type=int, default=5)
+    p.add_argument("--population", type=int, default=6, help="children per generation, scored in one batched pass")
+    p.add_argument("--random-seed", type=int, default=0, help="the run is deterministic for it")
+    p.add_argument("--linear-only", action="store_true", help="only the linear-scorer edits (no structural operators)")
+    p.add_argument("--out", help="run folder (default <root>/search_runs/<board>_<seed>_<random seed>)")
+    return p
+
+
 def add_submit_search_verb(verb: Callable[[str, Callable, str], argparse.ArgumentParser]) -> argparse.ArgumentParser:
     """Add ``submit-search`` through ``cli.arena``'s ``verb(name, func, help)`` (it adds --profile and --root)."""
     p = verb("submit-search", _cmd_submit_search, SUBMIT_SEARCH_HELP)
