@@ -7,7 +7,7 @@ import json
 import pandas as pd
 import pytest
 
-from cachecraft_lib.arena.harness import Arena
+from cachecraft_lib.arena.arena import Arena
 from cachecraft_lib.search.board_fitness import BoardFitness
 from cachecraft_lib.search.board_search import board_search
 from cachecraft_lib.search.runlog import load_run

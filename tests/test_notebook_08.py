@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cachecraft_lib.notebooks import list_notebooks, run_notebook
+from cachecraft_lib.report.notebooks import list_notebooks, run_notebook
 
 
 @pytest.mark.slow

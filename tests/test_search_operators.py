@@ -9,8 +9,8 @@ import re
 import numpy as np
 import pytest
 
-from cachecraft_lib.features import FEATURES, FeatureContext
-from cachecraft_lib.policy import load_policy, run_policy, validate_selection
+from cachecraft_lib.methods.features import FEATURES, FeatureContext
+from cachecraft_lib.methods.policy import load_policy, run_policy, validate_selection
 from cachecraft_lib.search import mutator, operators
 from cachecraft_lib.search.seeds import SEEDS
 from cachecraft_lib.search.static_checks import outside_block, stage0

@@ -29,9 +29,9 @@ from typing import Any
 
 import pandas as pd
 
-from ..arena.harness import Arena
-from ..arena.score import dev_report
-from ..arena.submission import SubmissionError
+from ..arena.arena import Arena
+from ..arena.scoring.score import dev_report
+from ..arena.submissions.folder import SubmissionError
 from .cascade import PAPER_GATE, PAPER_SEED_S1
 from .population import PopulationRunner
 from .static_checks import stage0
@@ -125,7 +125,7 @@ class BoardFitness:
 
     def convert(self, source: str) -> _Converted:
         """The program as an arena submission folder (raises ``ValueError``/``SubmissionError`` when it is not one)."""
-        from ..arena.convert import program_to_submission
+        from ..arena.submissions.convert import program_to_submission
 
         name = candidate_name(source)
         folder = tempfile.TemporaryDirectory(prefix="cachecraft-candidate-")

@@ -25,9 +25,9 @@ import pandas as pd
 import torch
 
 from ..arena.evaluate import FULL, ROW_COLUMNS, BoardRunner, Contender, count_flops, over_contexts
-from ..arena.submission import SubmissionError
+from ..arena.submissions.folder import SubmissionError
 from ..grid.decode import CacheRow, decode_rows
-from ..prefill import SharedPrefill
+from ..models.prefill import SharedPrefill
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """A search run's best program submitted to the arena like anyone's entry (``cachecraft arena submit-search``).
 
-The run's best program becomes a submission folder (``arena.convert.program_to_submission``); it is scored on
+The run's best program becomes a submission folder (``arena.submissions.convert.program_to_submission``); it is scored on
 the board's dev items (``Arena.dev``, the same call as ``arena dev``); its DESCRIPTION.md is then rewritten
 from facts only: the lineage of edits that led to it (from the run's trace), the dev report's numbers, the
 rule judge's nearest prior art and its token similarity, and the limitations. ``metadata.yaml`` carries the
