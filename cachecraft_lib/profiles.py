@@ -62,13 +62,13 @@ PROFILES: dict[str, Profile] = {
         samples_per_task=1, tasks=("niah_single_1", "niah_multikey_2", "vt", "qa_1"), max_new_tokens=12,
         ruler_source="offline", embedded=True, device="cpu", dtype="float32",
         latency_lengths=(1024,), latency_repeats=2, search_iterations=3,
-        extras={"search_stage_samples": (1, 1)}),
+        extras={"search_stage_samples": (1, 1), "board_search": (2, 3)}),
     "cpu": Profile(
         name="cpu", description="default main job: the embedded model on two CPU cores, the paper's grid shape",
         models=(EMBEDDED_MODEL,), lengths=(1024, 2048), ratios=PAPER_RATIOS, methods=PAPER_METHODS,
         samples_per_task=12, ruler_source="offline", embedded=True, device="cpu", dtype="float32",
         latency_lengths=(1024, 2048), latency_repeats=10, search_iterations=100,
-        extras={"search_stage_samples": (1, 2)}),
+        extras={"search_stage_samples": (1, 2), "board_search": (4, 4)}),
     "paper": Profile(
         name="paper", description="the paper's grid on a GPU with Hugging Face access",
         models=PAPER_MODELS, lengths=(4096, 8192), ratios=PAPER_RATIOS, methods=PAPER_METHODS,

@@ -184,7 +184,7 @@ class Arena:
         (a failed check, a crash) is a ``rejection`` with the author and counts toward the limit."""
         from .scoring.refusals import shown_name
         from .scoring.rounds import check_round_secret
-        from .submissions.folder import SubmissionError, load_submission, metadata_author
+        from .submissions.folder import SubmissionError, load_submission, metadata_author, metadata_origin
         from .submissions.press import BOUNDARIES, UNREPORTED
 
         board = self.board(board_name)
@@ -228,6 +228,8 @@ class Arena:
             entry["params_sha256"] = sub.params_sha256
         if sub.probes:
             entry["probes"] = list(sub.probes)
+        if origin := metadata_origin(folder):  # e.g. a search run's id, seed and iterations
+            entry["origin"] = origin
         event = self.ledger.append("submission", entry)
         entry["entry_id"] = f"entry-{event['seq']}"
         self._save_units(units[units.method == sub.name], self._private(round_, board.name, entry["entry_id"]),

@@ -299,3 +299,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     from .arena_site import add_site_verb  # `arena site`: the leaderboard as a static web site
 
     add_site_verb(verb)
+    from .arena_search import add_search_verb, add_submit_search_verb  # the board search and its submission
+
+    add_search_verb(verb)
+    add_submit_search_verb(verb)

@@ -20,6 +20,10 @@ def _cmd_evolve(args: argparse.Namespace) -> int:
     print(f"cachecraft evolve: seed {args.seed}, {iterations} iterations, mutator {args.mutator} -> {out}")
     llm = {} if args.mutator == "offline" else {"ollama_model": args.llm_model, "api_base": args.api_base,
                                                 "api_key": args.api_key, "max_tokens": args.max_tokens}
+    if args.structural:
+        if args.mutator != "offline":
+            raise SystemExit("--structural belongs to the offline mutator; an LLM writes its own structural edits")
+        llm["structural"] = True
     failure = None
     try:
         best = evolve(args.seed, iterations, out, profile, mutator=args.mutator, adversarial=args.adversarial,
@@ -64,6 +68,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     ev.add_argument("--max-tokens", type=int, default=8192,
                     help="cap on each LLM answer (ollama/openai); e.g. 256 for a small model served on a CPU")
     ev.add_argument("--adversarial", type=float, default=0.0, help="probability of proposing a reward hack (offline)")
+    ev.add_argument("--structural", action="store_true",
+                    help="offline mutator: also propose structural edits (product/max of two scorers, sinks, "
+                         "question window, chunk pooling, per-layer shape; docs/structural_operators.md); "
+                         "off by default, so a default run is the one notebook 05 shows")
     ev.add_argument("--profile", default="cpu", choices=sorted(PROFILES))
     ev.add_argument("--ratio", type=float, default=0.83, help="compression ratio of the search (paper: 0.83)")
     ev.add_argument("--random-seed", type=int, default=42)

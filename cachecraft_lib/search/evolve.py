@@ -28,7 +28,7 @@ from .cascade import CONFIG_ENV, PAPER_GATE, PAPER_SEED_S1, SearchSettings
 from .determinism import deterministic_ids, hash_seed_fixed, restore_ids
 from .exchanges import write_exchanges
 from .iterations import iteration_bar, quiet_console
-from .mutator import OFFLINE_NAME, SYSTEM_MESSAGE, init_offline_client
+from .mutator import OFFLINE_NAME, STRUCTURAL_TAG, SYSTEM_MESSAGE, init_offline_client
 from .seeds import seed_path
 
 EVALUATOR_FILE = Path(__file__).with_name("evaluator.py")
@@ -58,9 +58,11 @@ def settings_for(profile: Profile, seed: str | Path, ratio: float = 0.83) -> Sea
 
 def build_config(iterations: int, mutator: str = "offline", seed: int = 42, adversarial: float = 0.0,
                  gate_score: float | None = None, islands: int = 2, ollama_model: str = OLLAMA_MODEL,
-                 api_base: str = OLLAMA_BASE, api_key: str = "ollama", max_tokens: int = LLM_MAX_TOKENS):
+                 api_base: str = OLLAMA_BASE, api_key: str = "ollama", max_tokens: int = LLM_MAX_TOKENS,
+                 structural: bool = False):
     """OpenEvolve's ``Config`` for CacheCraft: one worker, seeded, the cascade evaluator and its gate.
-    ``max_tokens`` caps each LLM answer (a small model on a CPU server needs a small cap to finish in time)."""
+    ``max_tokens`` caps each LLM answer (a small model on a CPU server needs a small cap to finish in time).
+    ``structural`` (offline mutator only, opt-in) adds the structural operators (``operators``)."""
     from openevolve.config import Config, LLMModelConfig
 
     cfg = Config()
@@ -92,12 +94,15 @@ def build_config(iterations: int, mutator: str = "offline", seed: int = 42, adve
     cfg.evolution_trace.include_failures = True
     if mutator == "offline":
         name = OFFLINE_NAME + (f" adversarial={adversarial}" if adversarial else "")
+        name += STRUCTURAL_TAG if structural else ""
         model = LLMModelConfig(name=name, weight=1.0, init_client=init_offline_client)
     elif mutator in ("ollama", "openai"):  # any OpenAI-compatible endpoint; the default is a local Ollama
         model = LLMModelConfig(name=ollama_model, weight=1.0, api_base=api_base, api_key=api_key, temperature=0.7,
                                max_tokens=max_tokens, timeout=600, retries=2, retry_delay=5, random_seed=seed)
     else:
         raise ValueError(f"mutator must be 'offline', 'ollama' or 'openai', not {mutator!r}")
+    if structural and mutator != "offline":
+        raise ValueError("structural operators belong to the offline mutator; an LLM writes its own edits")
     cfg.llm.models = [model]
     cfg.llm.evaluator_models = []
     return cfg
@@ -189,8 +194,9 @@ async def _evolve_here(seed: str | Path, iterations: int, out: Path, profile: Pr
     gate = worker.get_evaluator().gate  # loads the model once in this process (OpenEvolve evaluates the seed here)
     config = build_config(iterations, mutator, random_seed, adversarial, gate_score=gate, **llm)
     done = checkpoint_iteration(checkpoint) if checkpoint else 0
+    shown = mutator if mutator != "offline" else OFFLINE_NAME + (STRUCTURAL_TAG if llm.get("structural") else "")
     (out / "run_info.txt").write_text(
-        f"seed={seed}\nmutator={mutator if mutator != 'offline' else OFFLINE_NAME}\nadversarial={adversarial}\n"
+        f"seed={seed}\nmutator={shown}\nadversarial={adversarial}\n"
         f"gate={gate} (paper: {PAPER_GATE} with the seed at {PAPER_SEED_S1}; scaled to this model's seed S1)\n"
         f"model={settings.model}\nlength={settings.length}\nratio={ratio}\niterations={iterations}\n"
         f"random_seed={random_seed}\nresumed_from={done}\n"

@@ -20,6 +20,7 @@ import re
 from typing import Any
 
 from ..methods.features import FEATURES
+from .operators import structural_edit
 from .seeds import SEEDS
 
 OFFLINE_NAME = "offline-mutator (not an LLM)"
@@ -136,6 +137,17 @@ def repair(code: str) -> str | None:
     return _diff(select, clean)
 
 
+def propose(code: str, rng: random.Random, structural: bool = False) -> tuple[str, str]:
+    """One legitimate proposal: a linear-scorer edit, or (``structural``) half the time a structural operator.
+    Without ``structural`` the random draws are exactly the ones the mutator always made."""
+    if structural and rng.random() < 0.5:
+        scorer = parse_scorer(code)
+        if scorer is None:
+            raise ValueError("the current program is not a linear scorer this mutator can edit")
+        return structural_edit(code, scorer, rng)
+    return edit_scorer(code, rng)
+
+
 def proposal_rng(seed: int | None, prompt: str) -> random.Random:
     """The random source of one proposal: OpenEvolve's per-iteration seed (from the run's seed and the
     iteration), else the prompt itself; never how many calls this process has served, which a restarted
@@ -148,9 +160,10 @@ def proposal_rng(seed: int | None, prompt: str) -> random.Random:
 class OfflineMutator:
     """OpenEvolve LLM interface without an LLM: deterministic code edits from the per-iteration seed."""
 
-    def __init__(self, model_cfg: Any = None, adversarial: float = 0.0) -> None:
+    def __init__(self, model_cfg: Any = None, adversarial: float = 0.0, structural: bool = False) -> None:
         self.model_cfg = model_cfg
         self.adversarial = adversarial
+        self.structural = structural  # opt-in: also the structural operators (operators.py); off = as before
         self.last_usage = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
         self.calls = 0
 
@@ -171,8 +184,11 @@ class OfflineMutator:
         if self.adversarial and rng.random() < self.adversarial:
             name = rng.choice(HACKS)
             return f"Proposed change: {name} (adversarial test)\n\n" + hack(code, name)
-        diff, desc = edit_scorer(code, rng)
+        diff, desc = propose(code, rng, self.structural)
         return f"Proposed change: {desc}\n\n{diff}"
+
+
+STRUCTURAL_TAG = " structural"
 
 
 def _mode(model_cfg: Any) -> float:
@@ -181,9 +197,14 @@ def _mode(model_cfg: Any) -> float:
     return float(match.group(1)) if match else 0.0
 
 
+def _structural(model_cfg: Any) -> bool:
+    return STRUCTURAL_TAG.strip() in str(getattr(model_cfg, "name", "")).split()
+
+
 def init_offline_client(model_cfg: Any) -> OfflineMutator:
-    """OpenEvolve ``init_client`` factory (module-level, so it pickles into worker processes)."""
-    return OfflineMutator(model_cfg, adversarial=_mode(model_cfg))
+    """OpenEvolve ``init_client`` factory (module-level, so it pickles into worker processes); the mode
+    travels in the model's name (``adversarial=p``, ``structural``)."""
+    return OfflineMutator(model_cfg, adversarial=_mode(model_cfg), structural=_structural(model_cfg))
 
 
 SYSTEM_MESSAGE = """You improve a KV-cache eviction policy for long-context LLM inference (CacheCraft).

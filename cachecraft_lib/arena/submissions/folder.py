@@ -152,6 +152,25 @@ def metadata_author(folder: str | Path) -> str:
     return str(author).strip()[:200] if author else "unknown"
 
 
+ORIGIN_KEYS = {"kind": str, "run_id": str, "seed": str, "random_seed": int, "iterations": int, "mutator": str}
+
+
+def metadata_origin(folder: str | Path) -> dict | None:
+    """Where the entry came from, if ``metadata.yaml`` says (``origin:`` with ``kind: search``, ``run_id``,
+    ``seed``, ``random_seed``, ``iterations``, ``mutator``; written by ``cachecraft arena submit-search``): the
+    ledger records it beside the entry. Read leniently: unknown keys and values of the wrong type are dropped."""
+    try:
+        meta = yaml.safe_load((Path(folder) / METADATA_FILE).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    origin = meta.get("origin") if isinstance(meta, dict) else None
+    if not isinstance(origin, dict):
+        return None
+    kept = {k: (origin[k][:200] if kind is str else origin[k]) for k, kind in ORIGIN_KEYS.items()
+            if isinstance(origin.get(k), kind) and not isinstance(origin.get(k), bool)}
+    return kept or None
+
+
 def check_boards_hooks(boards: tuple[str, ...], returns: str, decode: bool) -> None:
     """The hooks the declared boards call are defined: ``decode`` for C, ``score``/``keep`` for A and B."""
     if DECODE_BOARDS & set(boards) and not decode:

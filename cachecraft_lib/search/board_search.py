@@ -1,0 +1,103 @@
+"""A generational search on a board's dev items, every generation evaluated in one batched pass.
+
+Where ``cachecraft evolve`` runs OpenEvolve one child at a time, this loop keeps a small elite and asks the
+offline mutator (``mutator.propose``: linear-scorer edits and, with ``structural``, the structural operators of
+``operators``) for ``population`` children per generation, all scored together by ``BoardFitness.evaluate``
+(the board's ``arena dev`` score through the cascade: static checks, gate items, all dev items; one prefill per
+context kept across generations). Parents are drawn from the elite, best first with a seeded tournament.
+Deterministic for a seed: every draw comes from ``random.Random`` seeded by (seed, generation, slot).
+
+It writes a run folder ``runlog.load_run`` and ``arena submit-search`` read: ``run_info.txt``,
+``initial_program.py``, ``evolution_trace.jsonl`` (one line per child: parent, code, metrics, the mutator's
+stated change), ``generations.csv`` (best fitness and gate pass rate by generation) and ``best/``. It reads
+only the dev items: the test split needs the organiser's secret, which it never asks for.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from .board_fitness import BoardFitness, apply_diff, candidate_name
+from .mutator import OFFLINE_NAME, STRUCTURAL_TAG, propose
+from .seeds import seed_path
+
+ELITE = 4
+
+
+def _child(parent: str, rng: random.Random, structural: bool) -> tuple[str, str]:
+    """One proposal applied to ``parent``: (child code, stated change); the parent itself if the edit fails."""
+    try:
+        diff, change = propose(parent, rng, structural)
+    except ValueError as err:
+        return parent, f"(no edit: {err})"
+    code = parent
+    try:
+        for block in diff.split(">>>>>>> REPLACE\n"):
+            if block.strip():
+                code = apply_diff(code, block + ">>>>>>> REPLACE\n")
+    except ValueError as err:
+        return parent, f"(no edit: {err})"
+    return code, change
+
+
+def _metrics(result: Any) -> dict[str, float]:
+    return {"combined_score": float(result.fitness if result.fitness is not None else 0.0),
+            "gate_score": float(result.gate_score if result.gate_score is not None else 0.0),
+            "valid": float(result.valid), "passed_gate": float(result.passed_gate)}
+
+
+def board_search(board: str, seed: str = "v1", generations: int = 5, population: int = 6, out_dir: str | Path = ".",
+                 profile: str = "cpu", random_seed: int = 0, structural: bool = True,
+                 fitness: BoardFitness | None = None, progress: bool = True) -> Path:
+    """Run the search; returns the run folder (``out_dir``), whose ``best/best_program.py`` is the best found."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    seed_code = seed_path(seed).read_text()
+    fit = fitness or BoardFitness(board, profile=profile, seed_program=seed_path(seed))
+    (out / "initial_program.py").write_text(seed_code)
+    (out / "run_info.txt").write_text(
+        f"seed={seed}\nmutator={OFFLINE_NAME}{STRUCTURAL_TAG if structural else ''}\nfitness=board {board} dev items "
+        f"({profile})\ngate={fit.gate}\niterations={generations * population}\ngenerations={generations}\n"
+        f"population={population}\nrandom_seed={random_seed}\n")
+    seed_result = fit.evaluate([seed_code])[0]
+    seed_id = candidate_name(seed_code)
+    elite = [(float(seed_result.fitness or 0.0), seed_id, seed_code)]
+    trace, gens = [], [{"generation": 0, "best": elite[0][0], "gate_pass_rate": float(seed_result.passed_gate),
+                        "valid_rate": float(seed_result.valid), "children": 1}]
+    for g in range(1, generations + 1):
+        children = []
+        for slot in range(population):
+            rng = random.Random(f"{random_seed}:{g}:{slot}")
+            parent = min(rng.sample(range(len(elite)), min(2, len(elite))))  # tournament of two, elite sorted
+            code, change = _child(elite[parent][2], rng, structural)
+            children.append((elite[parent][1], code, change))
+        unique = list(dict.fromkeys(c[1] for c in children))  # a program proposed twice is evaluated once
+        by_code = dict(zip(unique, fit.evaluate(unique), strict=True))
+        results = [by_code[c[1]] for c in children]
+        for slot, ((parent_id, code, change), res) in enumerate(zip(children, results, strict=True)):
+            trace.append({"iteration": (g - 1) * population + slot + 1, "generation": g, "island_id": 0,
+                          "parent_id": parent_id, "child_id": f"{res.name}-g{g}s{slot}", "child_code": code,
+                          "child_metrics": _metrics(res), "llm_response": f"Proposed change: {change}\n",
+                          "artifacts": {"failure_kind": res.failure_kind or "", "invalid": res.reason[:300]}})
+            if res.fitness is not None:
+                elite.append((float(res.fitness), trace[-1]["child_id"], code))
+        elite = sorted(elite, key=lambda e: -e[0])[:ELITE]
+        valid = [r for r in results if r.valid]
+        gens.append({"generation": g, "best": elite[0][0], "children": len(results),
+                     "valid_rate": len(valid) / len(results),
+                     "gate_pass_rate": sum(r.passed_gate for r in valid) / len(valid) if valid else float("nan")})
+        if progress:
+            print(f"generation {g}/{generations}: best dev fitness {elite[0][0]:.4f}, gate pass rate "
+                  f"{gens[-1]['gate_pass_rate']:.2f}", flush=True)
+    (out / "evolution_trace.jsonl").write_text("".join(json.dumps(r) + "\n" for r in trace))
+    pd.DataFrame(gens).to_csv(out / "generations.csv", index=False)
+    best_fitness, best_id, best_code = elite[0]
+    (out / "best").mkdir(exist_ok=True)
+    (out / "best" / "best_program.py").write_text(best_code)
+    (out / "best" / "best_program_info.json").write_text(json.dumps({"id": best_id, "fitness": best_fitness}))
+    return out

@@ -1,0 +1,81 @@
+"""A search run's best program through the arena (``search.submit``, ``arena submit-search``), smoke profile.
+
+The run folder is written here (the V1 program as the best child of a two-step lineage): the test checks the
+written submission passes ``arena check``, that every number its DESCRIPTION claims matches the dev report (the
+rule judge's own check), that the ledger's entry records the run's origin, and that the review is recorded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cachecraft_lib.arena.arena import Arena
+from cachecraft_lib.arena.judges.claims import check_claims
+from cachecraft_lib.arena.submissions.folder import load_submission, metadata_origin
+from cachecraft_lib.search import submit as search_submit
+from cachecraft_lib.search.seeds import seed_path
+
+SECRET = hashlib.sha256(b"cachecraft tests: search submit secret").hexdigest().encode()
+
+
+def _run_folder(tmp_path: Path) -> Path:
+    """A run as `cachecraft evolve` leaves it: run_info, trace (seed -> a -> b), best/ holding child b."""
+    run = tmp_path / "run_v1"
+    (run / "best").mkdir(parents=True)
+    code = seed_path("v1").read_text()
+    (run / "initial_program.py").write_text(code)
+    (run / "best" / "best_program.py").write_text(code)
+    (run / "best" / "best_program_info.json").write_text(json.dumps({"id": "b"}))
+    (run / "run_info.txt").write_text("seed=v1\nmutator=offline-mutator (not an LLM) structural\n"
+                                      "iterations=7\nrandom_seed=3\n")
+    rows = [{"iteration": 1, "parent_id": "seed", "child_id": "a", "child_code": code,
+             "child_metrics": {"combined_score": 1.0, "valid": 1.0}, "llm_response": "Proposed change: SINKS = 4\n"},
+            {"iteration": 2, "parent_id": "a", "child_id": "b", "child_code": code,
+             "child_metrics": {"combined_score": 2.0, "valid": 1.0}, "llm_response": "Proposed change: WINDOW = 16\n"},
+            {"iteration": 3, "parent_id": "seed", "child_id": "c", "child_code": code,
+             "child_metrics": {"combined_score": 0.5, "valid": 1.0}, "llm_response": "Proposed change: POOL = 0.5\n"}]
+    (run / "evolution_trace.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return run
+
+
+def test_origin_and_lineage(tmp_path):
+    run = _run_folder(tmp_path)
+    origin = search_submit.run_origin(run)
+    assert origin["seed"] == "v1" and origin["iterations"] == 7 and origin["random_seed"] == 3
+    assert origin["run_id"].startswith("run_v1-") and origin["mutator"].endswith("structural")
+    assert search_submit.edit_lineage(run) == ["SINKS = 4", "WINDOW = 16"]  # c is not on the best's lineage
+
+
+def test_origin_read_leniently(tmp_path):
+    (tmp_path / "metadata.yaml").write_text(yaml.safe_dump({"name": "x", "author": "y", "boards": ["A"], "origin": {
+        "kind": "search", "run_id": "r", "iterations": "many", "seed": "v1", "evil": "x" * 10}}))
+    assert metadata_origin(tmp_path) == {"kind": "search", "run_id": "r", "seed": "v1"}
+    (tmp_path / "metadata.yaml").write_text("name: x\nauthor: y\nboards: [A]\n")
+    assert metadata_origin(tmp_path) is None
+
+
+@pytest.mark.slow
+def test_submit_search_end_to_end(tmp_path):
+    arena = Arena("smoke", tmp_path / "arena")
+    run = _run_folder(tmp_path)
+    prepared = search_submit.prepare(run, tmp_path / "sub", "A", arena)
+    sub = load_submission(prepared.folder)  # passes `arena check`
+    assert sub.name == "search-v1-3" and sub.boards == ("A",)
+    text = (prepared.folder / "DESCRIPTION.md").read_text()
+    claims = check_claims(text, prepared.dev)
+    assert len(claims) >= 4 and all(c.matched for c in claims)  # overall, accuracy, memory, gain: as measured
+    assert "1. SINKS = 4" in text and "2. WINDOW = 16" in text and prepared.closest["name"] in text
+    search_submit.submit(prepared, "A", arena, SECRET)
+    entry = prepared.entry
+    assert not entry.get("rejected"), entry
+    events = arena.ledger.events()
+    recorded = [e["payload"] for e in events if e["kind"] == "submission"]
+    assert recorded[-1]["origin"] == prepared.origin and recorded[-1]["origin"]["iterations"] == 7
+    reviews = [e["payload"] for e in events if e["kind"] == "review"]
+    assert reviews and reviews[-1]["name"] == sub.name
+    assert "FABRICATED_EVIDENCE" not in prepared.review.flags and prepared.review.soundness == 3
