@@ -153,13 +153,20 @@ class BoardRunner:
         return pd.DataFrame(rows, columns=ROW_COLUMNS)
 
     # ---------------------------------------------------------------------------------- one context
-    def _context(self, group: pd.DataFrame, contenders: list[Contender]) -> list[dict]:
+    def tokenize(self, group: pd.DataFrame):
+        """A context's ids and each question's: on a query-aware board the question is part of the context
+        (the method sees it) and the question forward is empty; otherwise the context is prefilled alone."""
         first = group.iloc[0]
         text = first.context + first.question if self.board.query_aware else first.context
         questions = [""] * len(group) if self.board.query_aware else list(group.question)
         context_ids = self.pipe.preprocess(text, [""], first.answer_prefix, max_context_length=10**9)["context_ids"]
         question_ids = [self.pipe.preprocess(text, [q], p, max_context_length=10**9)["questions_ids"][0]
                         for q, p in zip(questions, group.answer_prefix, strict=True)]
+        return context_ids, question_ids
+
+    def _context(self, group: pd.DataFrame, contenders: list[Contender]) -> list[dict]:
+        first = group.iloc[0]
+        context_ids, question_ids = self.tokenize(group)
         if not self.board.query_aware:
             from .submissions.probes import check_not_question
 

@@ -66,11 +66,7 @@ class PopulationRunner(BoardRunner):
 
     def _prepare(self, group: pd.DataFrame) -> _Prepared:
         first = group.iloc[0]
-        text = first.context + first.question if self.board.query_aware else first.context
-        questions = [""] * len(group) if self.board.query_aware else list(group.question)
-        context_ids = self.pipe.preprocess(text, [""], first.answer_prefix, max_context_length=10**9)["context_ids"]
-        question_ids = [self.pipe.preprocess(text, [q], p, max_context_length=10**9)["questions_ids"][0]
-                        for q, p in zip(questions, group.answer_prefix, strict=True)]
+        context_ids, question_ids = self.tokenize(group)
         with count_flops() as counter:
             shared = SharedPrefill(self.model, context_ids)
         base = {"context_length": shared.context_length, "prefill_flops": counter.get_total_flops()}
