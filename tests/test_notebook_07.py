@@ -1,4 +1,6 @@
-"""Notebook 07 (the arena) under the smoke profile, values read back (about 3 minutes on two cores)."""
+"""Notebook 07 (the arena) under the smoke profile, twice: its values read back from the first run, and every
+table of the two runs byte-identical (the public demonstration secret draws the same test items; about 6 minutes
+on two cores for both runs)."""
 
 from __future__ import annotations
 
@@ -11,10 +13,35 @@ from cachecraft_lib.report.notebooks import list_notebooks, run_notebook
 SUBMISSION = Path(__file__).parent / "assets" / "arena_boards" / "snap_nopool"
 
 
+TABLES = (".csv", ".md", ".tex", ".gz")
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory):
+    """Notebook 07 run twice in fresh folders: (records, figures folder) of each."""
+    book, runs = list_notebooks(["07"])[0], []
+    for run in ("one", "two"):
+        root = tmp_path_factory.mktemp(run)
+        records = run_notebook(book, "smoke", out_dir=root, figures=root / "f",
+                               parameters={"ROOT": str(root / "arena"), "SUBMISSION": str(SUBMISSION)}).records
+        runs.append((records, root / "f"))
+    return runs
+
+
 @pytest.mark.slow
-def test_notebook_07_arena(tmp_path):
-    r = run_notebook(list_notebooks(["07"])[0], "smoke", out_dir=tmp_path, figures=tmp_path / "f",
-                     parameters={"ROOT": str(tmp_path / "arena"), "SUBMISSION": str(SUBMISSION)}).records
+def test_notebook_07_regenerates_its_tables_exactly(two_runs):
+    one, two = ({p.relative_to(f): p.read_bytes() for p in sorted(f.rglob("*")) if p.suffix in TABLES}
+                for _, f in two_runs)
+    assert Path("table_arena_leaderboard.csv") in one and Path("samples/07_arena.csv.gz") in one
+    assert sorted(one) == sorted(two)
+    differ = [str(p) for p in one if one[p] != two[p]]
+    assert not differ, f"tables differ between two runs: {differ}"
+    assert b"PUBLIC demonstration secret" in one[Path("table_arena_leaderboard.md")]
+
+
+@pytest.mark.slow
+def test_notebook_07_arena(two_runs):
+    r, figures = two_runs[0]
     assert r["boards"] == ["A", "B_online", "B_offline", "C"] and r["budgets"]["A"] == [0.75, 0.5]
     assert r["budgets"]["C"] == [0.75]
     for rows in r["baselines"].values():
@@ -50,4 +77,4 @@ def test_notebook_07_arena(tmp_path):
                  "table_arena_leaderboard.md", "fig_arena_leaderboard.png", "table_arena_points_replay.md",
                  "table_arena_reviews.md", "table_arena_judge_calibration.md",
                  "table_arena_post_methods.md"):
-        assert (tmp_path / "f" / name).exists()
+        assert (figures / name).exists()
