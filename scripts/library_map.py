@@ -1,8 +1,9 @@
-"""The README's map of the library: one line per package and module, its comment the first sentence of the
-module's docstring, so the map says what the code says and lists every file (tests/test_library_map.py).
+"""The map of the library: one line per package and module, its comment the first sentence of the module's
+docstring, so the map says what the code says and lists every file (tests/test_library_map.py). The README
+shows the packages only; docs/library_map.md shows every file.
 
-    python scripts/library_map.py            # print the map
-    python scripts/library_map.py --write    # rewrite the map's block in README.md
+    python scripts/library_map.py            # print the full map
+    python scripts/library_map.py --write    # rewrite the README's block (packages) and docs/library_map.md
 """
 
 from __future__ import annotations
@@ -40,16 +41,16 @@ def _line(depth: int, name: str, text: str) -> str:
     return f"{label:<{pad}}# {_comment(text, WIDTH - pad - 2)}" if text else label
 
 
-def _entries(folder: Path, depth: int) -> list[str]:
+def _entries(folder: Path, depth: int, files: bool = True) -> list[str]:
     lines = []
     modules = sorted(p for p in folder.glob("*.py") if p.name != "__init__.py")
     packages = sorted(p for p in folder.iterdir() if p.is_dir() and (p / "__init__.py").exists())
-    for path in modules:
+    for path in modules if files or depth == 1 else ():
         lines.append(_line(depth, path.name, first_sentence(path)))
     for package in packages:
         lines.append(_line(depth, package.name + "/", first_sentence(package / "__init__.py")))
-        if package.name not in SKIP_DIRS:
-            lines += _entries(package, depth + 1)
+        if package.name not in SKIP_DIRS and (files or depth == 1):
+            lines += _entries(package, depth + 1, files)
     data = sorted(p for p in folder.iterdir() if p.is_dir() and not (p / "__init__.py").exists()
                   and p.name != "__pycache__")
     for extra in data:
@@ -65,8 +66,9 @@ def _data_comment(folder: Path) -> str:
     return "folders: " + ", ".join(names) if names else ""
 
 
-def library_map() -> str:
-    return "\n".join(["cachecraft_lib/", *_entries(LIB, 1)])
+def library_map(files: bool = True) -> str:
+    """Every package and module (``files``), or the top-level modules and the packages two levels deep."""
+    return "\n".join(["cachecraft_lib/", *_entries(LIB, 1, files)])
 
 
 def readme_block(text: str) -> str:
@@ -75,10 +77,16 @@ def readme_block(text: str) -> str:
     return text[start:end].strip().removeprefix("```").removesuffix("```").strip()
 
 
-def write(readme: Path = REPO / "README.md") -> None:
+DOC = REPO / "docs" / "library_map.md"
+DOC_HEAD = ("# The library, file by file\n\nOne line per package and module, each comment the opening sentence of its "
+            "docstring; written by `python scripts/library_map.py --write` (a test keeps it complete).\n\n")
+
+
+def write(readme: Path = REPO / "README.md", doc: Path = DOC) -> None:
     text = readme.read_text()
     start, end = text.index(OPEN) + len(OPEN), text.index(CLOSE)
-    readme.write_text(text[:start] + "\n```\n" + library_map() + "\n```\n" + text[end:])
+    readme.write_text(text[:start] + "\n```\n" + library_map(files=False) + "\n```\n" + text[end:])
+    doc.write_text(DOC_HEAD + OPEN + "\n```\n" + library_map() + "\n```\n" + CLOSE + "\n")
 
 
 if __name__ == "__main__":
