@@ -64,7 +64,7 @@ def prefill_memory_and_lengths(model: Any, ids: torch.Tensor) -> tuple[dict, pd.
               "allocated_gib": (_allocated(model.device) - before) / 2**30 if model.device.type == "cuda" else None}
     rows = []
     for name, spec in REGISTRY.items():
-        if name == "no_press" or spec.needs_query_aware:  # Finch prefills on its own (the decode below has it)
+        if name == "no_press" or spec.needs_query_aware or not spec.prefill or spec.own_prefill:  # Finch prefills on its own (the decode below has it)
             continue
         try:
             cache = shared.cache_for(make_press(name, RATIO))

@@ -114,7 +114,7 @@ def test_a_board_c_submission_must_define_decode(tmp_path):
 def test_board_c_data_per_profile():
     smoke, paper = load_board("smoke", "C"), load_board("paper", "C")
     for b in (smoke, paper):
-        assert b.decode_time and set(b.baselines) == {"full", "tova", "h2o", "rkv", "streaming_llm", "random"}
+        assert b.decode_time and set(b.baselines) == {"no_press", "tova", "h2o", "rkv", "streaming_llm", "random"}
         assert b.weights["generated_length"] > 0
     assert all(0 < x < 1 for x in smoke.budgets) and smoke.benchmark == "ruler"
     assert paper.budgets == (2048.0, 4096.0) and paper.benchmark == "math500" and paper.max_new_tokens == 16384
@@ -125,15 +125,15 @@ def test_board_c_data_per_profile():
 def test_bad_board_c_data_is_named(tmp_path):
     good = ("profile: smoke\ndefaults: {lengths: [512], tasks: [qa_1], limits: {mode: relative, accuracy: 0.8, "
             "efficiency: 0.8}}\nboards:\n  C: {setting: decode_time, budgets: [0.5], items: {dev: 1, test: 1}, "
-            "baselines: [h2o, full], weights: {accuracy: 1, memory: 0, speed: 0, overhead: 0, generated_length: 0.1}}\n")
+            "baselines: [h2o, no_press], weights: {accuracy: 1, memory: 0, speed: 0, overhead: 0, generated_length: 0.1}}\n")
     path = tmp_path / "b.yaml"
-    for edit, message in [(("[0.5]", "[1.5]"), "decode-time budgets"), (("[h2o, full]", "[snapkv, full]"),
+    for edit, message in [(("[0.5]", "[1.5]"), "decode-time budgets"), (("[h2o, no_press]", "[snapkv, no_press]"),
                                                                           "unknown baseline"),
                           (("decode_time,", "decode_time, benchmark: gsm8k,"), "benchmark must be")]:
         path.write_text(good.replace(*edit))
         with pytest.raises(BoardError, match=message):
             load_boards("smoke", path)
-    path.write_text(good.replace("decode_time", "query_aware").replace("[h2o, full]", "[snapkv, full]"))
+    path.write_text(good.replace("decode_time", "query_aware").replace("[h2o, no_press]", "[snapkv, no_press]"))
     with pytest.raises(BoardError, match="generated_length weight is for decode-time"):
         load_boards("smoke", path)
     path.write_text(good)
@@ -148,11 +148,11 @@ def test_generated_length_term_by_hand():
     base = {"task": "qa_1", "length": 512, "context_id": "c", "logical_entries": 50, "physical_entries": 50,
             "full_entries": 100, "read_entries": 50, "full_read_entries": 100, "overhead_flops": 0,
             "prefill_flops": 10, "score": 100.0}
-    rows = pd.DataFrame([{**base, "method": "full", "budget": 1.0, "item": "c/0", "generated_tokens": 10},
+    rows = pd.DataFrame([{**base, "method": "no_press", "budget": 1.0, "item": "c/0", "generated_tokens": 10},
                          {**base, "method": "m", "budget": 0.5, "item": "c/0", "generated_tokens": 40}])
     u = score.unit_values(rows, board).set_index("method")
     assert u.loc["m", "generated"] == pytest.approx(0.75)  # G = 10 / 40
-    assert u.loc["m", "overall"] == pytest.approx(1.0 - 0.5 * 0.75) and u.loc["full", "generated"] == 0
+    assert u.loc["m", "overall"] == pytest.approx(1.0 - 0.5 * 0.75) and u.loc["no_press", "generated"] == 0
 
 
 # ---------------------------------------------------------------------------------- smoke board end to end
@@ -162,7 +162,7 @@ def _small_arena(tmp_path, monkeypatch):
     monkeypatch.setenv("CACHECRAFT_ARENA_SECRET", "5d0b7e9a3c18f4e26a9d0c7b81e5f3a4e2c94a7f0d6b3815")
     arena = Arena("smoke", tmp_path / "arena", progress=False)
     arena.boards["C"] = replace(arena.boards["C"], lengths=(512,), tasks=("niah_single_1",),
-                                baselines=("streaming_llm", "full"), questions_per_context=1, budgets=(0.5,),
+                                baselines=("streaming_llm", "no_press"), questions_per_context=1, budgets=(0.5,),
                                 items={"dev": 1, "test": 1})
     return arena
 
@@ -177,7 +177,7 @@ def test_board_c_on_smoke_end_to_end(tmp_path, monkeypatch):
     sub = load_submission(ASSETS / "good_decode_keep")
     dev = arena.dev("C", submission_contender(sub))
     scores = dev["scores"]
-    assert {"full", "streaming_llm", "good-decode-keep"} <= set(scores.index)
+    assert {"no_press", "streaming_llm", "good-decode-keep"} <= set(scores.index)
     # the submission IS StreamingLLM written as indices: the same answers, memory, reads and length; its
     # overhead also counts the window queries the harness computes for it
     for term in ("accuracy", "memory", "speed", "generated"):
@@ -185,7 +185,7 @@ def test_board_c_on_smoke_end_to_end(tmp_path, monkeypatch):
     assert scores.loc["good-decode-keep", "overhead"] >= scores.loc["streaming_llm", "overhead"]
     assert 0.3 < scores.loc["streaming_llm", "memory"] < 0.7  # the cap is half the context
     rows = arena.dev_baselines(arena.boards["C"])  # cached by dev()
-    capped = rows[rows.method != "full"]
+    capped = rows[rows.method != "no_press"]
     assert (capped.max_cache <= capped.cap).all() and (capped.max_cache == capped.cap).all()
     entry = arena.submit(ASSETS / "good_decode_keep", "C", load_secret())
     assert not entry.get("rejected") and "generated" in entry and entry["gain_lo"] <= entry["gain"] <= entry["gain_hi"]
@@ -195,7 +195,7 @@ def test_board_c_on_smoke_end_to_end(tmp_path, monkeypatch):
     events = arena.ledger.events()
     assert events[-1]["kind"] == "rejection" and (arena.root / "ledger.jsonl").read_text().startswith(before)
     table = leaderboard.leaderboard(events, "C")
-    assert {"good-decode-keep", "streaming_llm", "full"} <= set(table.name)
+    assert {"good-decode-keep", "streaming_llm", "no_press"} <= set(table.name)
 
 
 def test_board_c_refuses_a_prefill_only_submission(tmp_path, monkeypatch):

@@ -23,7 +23,7 @@ def test_boards_load_and_validate(profile):
     assert {"A", "B_online", "B_offline"} <= set(boards)
     assert boards["A"].query_aware and not boards["B_online"].query_aware
     assert boards["B_offline"].overhead_allowance and boards["B_online"].overhead_allowance is None
-    assert all("full" in b.baselines and b.questions_per_context >= 1 for b in boards.values())
+    assert all("no_press" in b.baselines and b.questions_per_context >= 1 for b in boards.values())
     assert boards["A"].ratios == tuple(round(1 - k, 6) for k in boards["A"].budgets)
 
 
@@ -45,7 +45,7 @@ def _bad(tmp_path, text):
 GOOD = """profile: smoke
 defaults: {lengths: [1024], tasks: [qa_1], limits: {mode: relative, accuracy: 0.8, efficiency: 0.8}}
 boards:
-  A: {setting: query_aware, budgets: [0.5], items: {dev: 1, test: 1}, baselines: [snapkv, full],
+  A: {setting: query_aware, budgets: [0.5], items: {dev: 1, test: 1}, baselines: [snapkv, no_press],
       weights: {accuracy: 1, memory: 0, speed: 0, overhead: 0}}
 """
 
@@ -53,8 +53,8 @@ boards:
 @pytest.mark.parametrize("edit, message", [
     (("budgets: [0.5]", "budgets: [1.5]"), "budgets must be"),
     (("setting: query_aware", "setting: sideways"), "setting must be"),
-    (("baselines: [snapkv, full]", "baselines: [snapkv, nope, full]"), "unknown baseline"),
-    (("baselines: [snapkv, full]", "baselines: [snapkv]"), "must include 'full'"),
+    (("baselines: [snapkv, no_press]", "baselines: [snapkv, nope, no_press]"), "unknown baseline"),
+    (("baselines: [snapkv, no_press]", "baselines: [snapkv]"), "must include 'no_press'"),
     (("overhead: 0}", "overhead: -1}"), "weights need"),
     (("items: {dev: 1, test: 1}", "items: {dev: 1}"), "items must"),
     (("budgets: [0.5], ", ""), "missing field 'budgets'"),
@@ -109,8 +109,8 @@ def _board(**kw):
 
 def test_normalisation_and_efficiency_by_hand():
     rows = _rows([
-        ("full", 1.0, "a", "t1", 100, 1000, 1000, 0), ("full", 1.0, "b", "t1", 50, 1000, 1000, 0),
-        ("full", 1.0, "c", "t2", 10, 1000, 1000, 0),  # t2: full below the floor of 25 -> excluded
+        ("no_press", 1.0, "a", "t1", 100, 1000, 1000, 0), ("no_press", 1.0, "b", "t1", 50, 1000, 1000, 0),
+        ("no_press", 1.0, "c", "t2", 10, 1000, 1000, 0),  # t2: full below the floor of 25 -> excluded
         ("m", 0.5, "a", "t1", 100, 500, 500, 100), ("m", 0.5, "b", "t1", 0, 500, 500, 100),
         ("m", 0.5, "c", "t2", 100, 500, 500, 100),
         ("mask", 0.5, "a", "t1", 75, 500, 1000, 300), ("mask", 0.5, "b", "t1", 0, 500, 1000, 300),
@@ -129,13 +129,13 @@ def test_normalisation_and_efficiency_by_hand():
     assert table.loc["mask", "speed"] == 0 and table.loc["m", "speed"] == pytest.approx(1 - 510 / 1010)
     assert table.loc["m", "overhead"] == pytest.approx(0.1) and table.loc["mask", "overhead"] == pytest.approx(0.3)
     assert table.loc["m", "overall"] == pytest.approx(100 / 150 + 0.5 * 0.5 - 0.1)
-    assert table.loc["full", "overall"] == pytest.approx(1.0)
+    assert table.loc["no_press", "overall"] == pytest.approx(1.0)
     physical = score.method_scores(score.unit_values(rows, replace(board, memory_basis="physical")))
     assert physical.loc["mask", "memory"] == 0
 
 
 def test_accuracy_cap_and_allowance():
-    rows = _rows([("full", 1.0, "a", "t", 40, 1000, 1000, 0), ("full", 1.0, "b", "t", 40, 1000, 1000, 0),
+    rows = _rows([("no_press", 1.0, "a", "t", 40, 1000, 1000, 0), ("no_press", 1.0, "b", "t", 40, 1000, 1000, 0),
                   ("m", 0.5, "a", "t", 100, 500, 500, 5000), ("m", 0.5, "b", "t", 100, 500, 500, 5000)])
     capped = score.method_scores(score.unit_values(rows, _board()))
     assert capped.loc["m", "accuracy"] == pytest.approx(1.1)  # 2.5x the full cache counts as 1.1
@@ -143,7 +143,7 @@ def test_accuracy_cap_and_allowance():
     free = score.method_scores(score.unit_values(rows, _board(overhead_allowance=4.5)))
     assert free.loc["m", "overhead"] == pytest.approx(0.5)  # only what exceeds the allowance counts
     with pytest.raises(ValueError, match="full cache's rows are missing"):
-        score.unit_values(rows[rows.method != "full"], _board())
+        score.unit_values(rows[rows.method != "no_press"], _board())
 
 
 def test_eligibility_absolute_and_relative():
@@ -163,7 +163,7 @@ def test_eligibility_absolute_and_relative():
 
 
 def test_paired_gain_is_paired():
-    spec = [("full", 1.0, f"i{k}", "t", 100, 10, 10, 0) for k in range(6)]
+    spec = [("no_press", 1.0, f"i{k}", "t", 100, 10, 10, 0) for k in range(6)]
     spec += [("a", 0.5, f"i{k}", "t", s, 5, 5, 0) for k, s in enumerate([100, 0, 100, 0, 100, 100])]
     spec += [("b", 0.5, f"i{k}", "t", s, 5, 5, 0) for k, s in enumerate([100, 0, 100, 0, 100, 0])]
     units = score.unit_values(_rows(spec, full_entries=10), _board())
@@ -188,7 +188,7 @@ def test_calibrate_board_runs_once_and_reads_the_best_baseline():
 
     def run(board):
         calls.append(board.budgets)
-        spec = [("full", 1.0, f"i{k}", "t", 100, 10, 10, 0) for k in range(2)]
+        spec = [("no_press", 1.0, f"i{k}", "t", 100, 10, 10, 0) for k in range(2)]
         for keep in board.budgets:  # snapkv keeps `keep` of the score, random half of that
             spec += [("snapkv", keep, f"i{k}", "t", 100 * keep, 5, 5, 0) for k in range(2)]
             spec += [("random", keep, f"i{k}", "t", 50 * keep, 5, 5, 0) for k in range(2)]
@@ -218,7 +218,7 @@ def test_leaderboard_from_ledger(tmp_path):
 
     ledger = Ledger(tmp_path / "ledger.jsonl")
     ledger.append("baseline", _entry("A", "snapkv", 0.5))
-    ledger.append("baseline", _entry("A", "full", 0.8, eligible=False))
+    ledger.append("baseline", _entry("A", "no_press", 0.8, eligible=False))
     ledger.append("baseline", _entry("B_online", "knorm", 0.2))
     ledger.append("submission", _entry("A", "mine", 0.6, "submission", author="me"))
     ledger.append("points", {"board": "A", "name": "mine", "author": "me", "points": 10.0})
@@ -226,7 +226,7 @@ def test_leaderboard_from_ledger(tmp_path):
     ledger.append("submission", _entry("A", "mine", 0.65, "submission", author="me"))  # a later entry replaces it
     events = ledger.events()
     table = leaderboard.leaderboard(events, "A")
-    assert table.name.tolist() == ["mine", "snapkv", "full"]  # eligible first, by overall; ineligible last
+    assert table.name.tolist() == ["mine", "snapkv", "no_press"]  # eligible first, by overall; ineligible last
     assert table["rank"].tolist() == [1, 2, 3] and table.overall.iloc[0] == pytest.approx(0.65)
     assert table.points.iloc[0] == 10.0
     assert leaderboard.rejections(events).kind.tolist() == ["crash"]
@@ -279,13 +279,13 @@ def test_evaluate_on_the_tiny_model():
     out = BoardRunner(model, tokenizer, board).run(
         items, [baseline_contender(n) for n in ("snapkv", "adasnapkv", "streaming_llm")], progress=False)
     by = out.set_index("method")
-    assert list(by.index) == ["full", "snapkv", "adasnapkv", "streaming_llm"]
-    assert by.loc["full", "logical_entries"] == by.loc["full", "full_entries"] == by.loc["full", "physical_entries"]
+    assert list(by.index) == ["no_press", "snapkv", "adasnapkv", "streaming_llm"]
+    assert by.loc["no_press", "logical_entries"] == by.loc["no_press", "full_entries"] == by.loc["no_press", "physical_entries"]
     for m in ("snapkv", "streaming_llm"):
         assert by.loc[m, "logical_entries"] == by.loc[m, "physical_entries"]
         assert abs(by.loc[m, "logical_entries"] / by.loc[m, "full_entries"] - 0.5) < 0.01
-    assert by.loc["adasnapkv", "physical_entries"] == by.loc["full", "physical_entries"]
-    assert by.loc["adasnapkv", "logical_entries"] < by.loc["full", "logical_entries"]
+    assert by.loc["adasnapkv", "physical_entries"] == by.loc["no_press", "physical_entries"]
+    assert by.loc["adasnapkv", "logical_entries"] < by.loc["no_press", "logical_entries"]
     assert by.loc["snapkv", "overhead_flops"] > 0 == by.loc["streaming_llm", "overhead_flops"]
-    assert by.loc["full", "prefill_flops"] > 100 * by.loc["snapkv", "overhead_flops"] / 100
-    assert by.loc["full", "score"] == 100.0  # the tiny model finds this needle with the full cache
+    assert by.loc["no_press", "prefill_flops"] > 100 * by.loc["snapkv", "overhead_flops"] / 100
+    assert by.loc["no_press", "score"] == 100.0  # the tiny model finds this needle with the full cache

@@ -15,7 +15,7 @@ import pytest
 from kvpress import BasePress
 
 from cachecraft_lib.arena.arena import Arena
-from cachecraft_lib.arena.baselines import BASELINES, Baseline
+from cachecraft_lib.methods.registry import REGISTRY, Method
 
 pytestmark = pytest.mark.slow
 SECRET = b"arena-ray-test-secret-4f9c2e81d7a36b05e9d18c74a2f6b3e0"  # no runs or repeats: a strong secret
@@ -34,7 +34,7 @@ class _RaisingPress(BasePress):
         return keys, values
 
 
-def _small(arena: Arena, baselines: tuple[str, ...] = ("snapkv", "full")) -> Arena:
+def _small(arena: Arena, baselines: tuple[str, ...] = ("snapkv", "no_press")) -> Arena:
     """Smoke board A with two tasks, one item per task (2 contexts per split), one budget, one baseline."""
     board = arena.boards["A"]
     arena.boards["A"] = replace(board, budgets=(0.5,), items={"dev": 1, "test": 1}, baselines=baselines,
@@ -118,11 +118,12 @@ def test_ray_baselines_and_dev_equal_the_serial_run(ray_cluster, serial, tmp_pat
 def test_a_raising_baseline_is_reported_and_the_others_are_recorded(ray_cluster, serial, tmp_path, monkeypatch):
     from cachecraft_lib.arena.ray_eval import RayArena, ray_baselines
 
-    monkeypatch.setitem(BASELINES, RAISES, Baseline(RAISES, lambda r: _RaisingPress(r), "raises on purpose"))
-    with _small(RayArena("smoke", tmp_path, progress=False), ("snapkv", RAISES, "full")) as arena:
+    monkeypatch.setitem(REGISTRY, RAISES, Method(RAISES, "raises on purpose", lambda r: _RaisingPress(r),
+                                                 arena_baseline=True))
+    with _small(RayArena("smoke", tmp_path, progress=False), ("snapkv", RAISES, "no_press")) as arena:
         scores, failed = ray_baselines(arena, ["A"], SECRET)["A"]
     assert failed == {RAISES: "RuntimeError: test press raised on purpose"}
-    assert sorted(scores.index) == ["full", "snapkv"]
+    assert sorted(scores.index) == ["no_press", "snapkv"]
     assert _ledger(arena) == serial[1]  # recorded as if the raising baseline had not been asked for
     assert any((tmp_path / "private" / "ray-parts" / "A").rglob("baseline-snapkv.parquet"))  # kept for a re-run
 
@@ -141,7 +142,7 @@ def test_a_killed_worker_is_retried_and_recomputes_no_finished_context(ray_clust
     assert (control / "killed").exists()  # the worker died at its second context ...
     builds = {p.name: len(p.read_text()) for p in control.glob("builds-*")}
     assert sorted(builds.values()) == [1, 1]  # ... its first was kept, its restart computed only the second
-    expected = serial[0][serial[0].method.isin(["full", "snapkv"])].reset_index(drop=True)
+    expected = serial[0][serial[0].method.isin(["no_press", "snapkv"])].reset_index(drop=True)
     pd.testing.assert_frame_equal(rows.replace({"method": {killer.name: "snapkv"}}), expected)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from cachecraft_lib.grid import Cell, answer_one
+from cachecraft_lib.grid.cells import grid_methods
 from cachecraft_lib.grid.decode import CacheRow, decode_rows
 from cachecraft_lib.grid.runner import own_prefill_row
 from cachecraft_lib.methods.registry import REGISTRY, make_press
@@ -13,7 +14,7 @@ from cachecraft_lib.models.prefill import SharedPrefill
 from cachecraft_lib.profiles import EMBEDDED_MODEL
 
 pytestmark = pytest.mark.slow
-SINGLE_PASS = [m for m, spec in REGISTRY.items() if not spec.needs_query_aware]
+SINGLE_PASS = [m for m in grid_methods() if not REGISTRY[m].needs_query_aware]
 
 
 def _prefill(answerer, row):

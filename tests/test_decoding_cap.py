@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from cachecraft_lib.decoding.capped import CapMethod, CappedGenerator, ratio_keeping
-from cachecraft_lib.decoding.methods import CAP_BASELINES, cap_method
+from cachecraft_lib.decoding.capped import CapMethod, CappedGenerator, cap_method, ratio_keeping
+from cachecraft_lib.methods.registry import REGISTRY
 
 CAP = 96
 
@@ -33,7 +33,7 @@ class _CacheWatch:
             h.remove()
 
 
-@pytest.mark.parametrize("name", [n for n in CAP_BASELINES if n != "full"])
+@pytest.mark.parametrize("name", [n for n, m in REGISTRY.items() if m.decode_time and n != "no_press"])
 def test_cap_never_exceeded_at_any_step(tiny_model, name):
     model, _ = tiny_model
     watch = _CacheWatch(model)
@@ -56,7 +56,7 @@ def test_cap_never_exceeded_at_any_step(tiny_model, name):
 def test_full_cache_grows_and_a_large_cap_changes_nothing(tiny_model):
     model, _ = tiny_model
     ids, question = _ids(150), _ids(10, 3)
-    full = CappedGenerator(model, cap_method("full"), cap=None, chunk=40)
+    full = CappedGenerator(model, cap_method("no_press"), cap=None, chunk=40)
     roomy = CappedGenerator(model, cap_method("h2o"), cap=400, chunk=40)
     assert full.generate(ids, 8, set()) == roomy.generate(ids, 8, set())
     assert full.max_cache_lengths() == [157] * model.config.num_hidden_layers
@@ -135,7 +135,7 @@ def test_ratio_keeping_matches_kvpress_rounding():
 def test_cap_too_small_is_refused_with_advice(tiny_model):
     with pytest.raises(ValueError, match="at least"):
         CappedGenerator(tiny_model[0], cap_method("rkv"), cap=10)
-    with pytest.raises(ValueError, match="unknown decode-time method"):
+    with pytest.raises(ValueError, match="unknown method"):
         cap_method("h3o")
 
 
@@ -147,7 +147,7 @@ def test_streamed_full_cache_answers_as_kvpress_pipeline(tiny_model, tiny_rows):
 
     model, tok = tiny_model
     row = tiny_rows.iloc[0]
-    res = stream_answers(model, tok, row.context, [row.question], row.answer_prefix, "full", None,
+    res = stream_answers(model, tok, row.context, [row.question], row.answer_prefix, "no_press", None,
                          int(row.max_new_tokens))
     stock = make_pipeline(model, tok)(row.context, question=row.question, answer_prefix=row.answer_prefix,
                                       press=None, max_new_tokens=int(row.max_new_tokens))["answer"]
@@ -178,10 +178,10 @@ def test_board_table_shares_and_intervals():
     rows = []
     for task in ("a", "b"):
         for i, full in enumerate((100.0, 80.0, 60.0)):
-            rows.append({"model": "m", "length": 1, "task": task, "index": i, "cell": "full", "score": full})
+            rows.append({"model": "m", "length": 1, "task": task, "index": i, "cell": "no_press", "score": full})
             rows.append({"model": "m", "length": 1, "task": task, "index": i, "cell": "x@0.5", "score": full / 2})
     table = board_table(pd.DataFrame(rows)).set_index("method")
     assert table.loc["x", "share of full"].startswith("0.50 [0.50, 0.50]")  # exactly half on every resample
     assert table.loc["x", "minus full"].startswith("-40.0 [")
-    assert table.loc["x", "below full?"] == "reproduced"
+    assert table.loc["x", "below the full cache?"] == "reproduced"
     assert table.attrs["label"] == BOARD_LABEL

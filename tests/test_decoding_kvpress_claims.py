@@ -10,7 +10,7 @@ import torch
 from kvpress import DecodingPress, KnormPress, ScorerPress, SnapKVPress
 from transformers import DynamicCache
 
-from cachecraft_lib.decoding.attention import query_attention
+from cachecraft_lib.methods.attention import query_attention
 
 PREFILL, TARGET, INTERVAL = 50, 40, 4
 

@@ -10,7 +10,7 @@ from kvpress import DecodingPress
 from transformers import DynamicCache
 
 from cachecraft_lib.decoding.capped import ratio_keeping
-from cachecraft_lib.decoding.presses import (
+from cachecraft_lib.methods.decode_presses import (
     H2ODecodingPress,
     H2OPress,
     RKVPress,

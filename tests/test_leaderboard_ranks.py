@@ -52,9 +52,9 @@ def test_pairing_resolves_what_the_overall_intervals_cannot():
 
 
 def test_an_ineligible_entry_ranks_below_the_eligible_ones():
-    events = [_entry("full", 0.9, eligible=False), _entry("a", 0.5), _entry("b", 0.52)]
+    events = [_entry("no_press", 0.9, eligible=False), _entry("a", 0.5), _entry("b", 0.52)]
     table = leaderboard.leaderboard(events)
-    assert table.name.tolist() == ["b", "a", "full"] and table.rank_range.tolist() == ["1-2", "1-2", "3"]
+    assert table.name.tolist() == ["b", "a", "no_press"] and table.rank_range.tolist() == ["1-2", "1-2", "3"]
 
 
 def test_points_say_which_rule_awarded_them():

@@ -46,9 +46,9 @@ def test_notebook_07_arena(two_runs):
     assert r["budgets"]["C"] == [0.75]
     for rows in r["baselines"].values():
         by = {row["method"]: row for row in rows}
-        assert by["full"]["accuracy"] == pytest.approx(1.0) and by["full"]["memory"] == 0
+        assert by["no_press"]["accuracy"] == pytest.approx(1.0) and by["no_press"]["memory"] == 0
         assert all(row["lo"] - 1e-9 <= row["overall"] <= row["hi"] + 1e-9 for row in rows)
-        assert all(0 < row["memory"] < 1 for m, row in by.items() if m != "full")
+        assert all(0 < row["memory"] < 1 for m, row in by.items() if m != "no_press")
     assert all(s["units for 0.02 (80% power)"] > s["test units"] and s["gain resolved"] > 0.02 for s in r["sizing"])
     entry = r["entry"]
     assert r["submission"] == "snap-nopool" and entry["gain_lo"] <= entry["gain"] <= entry["gain_hi"]
@@ -56,7 +56,7 @@ def test_notebook_07_arena(two_runs):
     # A's four baselines, then C's six; four entries (example, search program, C example, renamed SnapKV); 2 reviews
     assert r["kinds"][0] == "round" and r["kinds"].count("baseline") == 10 and r["kinds"].count("points") == 4
     assert r["kinds"][-2:] == ["review", "review"]
-    assert {row["name"] for row in r["leaderboard"]} == {"snapkv", "tova", "random", "full", "snap-nopool"}
+    assert {row["name"] for row in r["leaderboard"]} == {"snapkv", "tova", "random", "no_press", "snap-nopool"}
     search = r["search_entry"]  # no search run under smoke: the shipped V1 program stands in, and says so
     assert "stands in" in r["search_origin"] and search["gain_lo"] <= search["gain"] <= search["gain_hi"]
     # test items come from a throwaway secret per run, so only the dev items' numbers can be pinned

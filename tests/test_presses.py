@@ -7,9 +7,10 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
+from cachecraft_lib.grid.cells import grid_methods
 from cachecraft_lib.methods.features import FEATURES, build_context, tail_attention
 from cachecraft_lib.methods.programs import FRC_PROGRAM, V1_PROGRAM
-from cachecraft_lib.methods.registry import REGISTRY, FRCPress, PolicyPress, make_press
+from cachecraft_lib.methods.registry import FRCPress, PolicyPress, make_press
 
 
 class Capture(FRCPress):
@@ -117,7 +118,7 @@ def test_policy_press_rejects_a_hacked_program(tiny_model, tiny_rows):
 @pytest.mark.slow
 def test_every_registry_name_answers_on_the_embedded_model(tiny_answerer, tiny_rows):
     row = tiny_rows.iloc[0]
-    for name in REGISTRY:
+    for name in grid_methods():
         out = tiny_answerer.answer(name, 0.75, row.context, row.question, row.answer_prefix, 12)
         assert isinstance(out, str), name  # may be empty: a trained model can stop at once when compressed
 

@@ -51,7 +51,7 @@ def arena(tmp_path) -> tuple[Path, Path, str]:
     ledger = Ledger(tmp_path / "arena" / "ledger.jsonl")
     ledger.append("round", {"round": 1, "profile": "smoke", "commitment": "ab" * 32})
     for name, overall, ok in (("snapkv", 0.50, True), ("tova", 0.45, True), ("random", 0.20, True),
-                              ("full", 0.80, False)):
+                              ("no_press", 0.80, False)):
         ledger.append("baseline", _entry("A", name, overall, eligible=ok))
     ledger.append("baseline", _entry("B_online", "knorm", 0.2))
     ledger.append("submission", _entry("A", sub.name, 0.62, "submission", author=sub.author,

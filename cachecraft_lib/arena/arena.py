@@ -25,6 +25,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..methods.registry import NO_PRESS
 from ..paths import results_dir
 from ..profiles import get_profile
 from ..sandbox import BoundaryUnavailable, plan
@@ -147,7 +148,7 @@ class Arena:
         if not todo:
             return pd.DataFrame()
         items = self.items(board, "test", secret, round_)
-        rows = self.run(board, items, [baseline_contender(b) for b in todo if b != "full"])
+        rows = self.run(board, items, [baseline_contender(b) for b in todo if b != NO_PRESS])
         units = score.unit_values(rows, board)
         scores = score.method_scores(units)
         best = score.best_baseline(scores)
@@ -258,7 +259,7 @@ class Arena:
 
     def _best_baseline_row(self, board: Board, round_: int) -> pd.Series:
         table = _standing(self.ledger.events(), board.name, round_, kinds=("baseline",), eligible_only=False)
-        table = table[~table.name.isin(["full", "random"])].set_index("name")
+        table = table[~table.name.isin([NO_PRESS, "random"])].set_index("name")
         return table.loc[table.overall.idxmax()]
 
     def _award(self, rule: str, board: Board, entry: dict, round_: int) -> float:

@@ -32,11 +32,11 @@ import pandas as pd
 import torch
 from kvpress import KVPressTextGenerationPipeline
 
-from ..decoding.capped import CappedGenerator
-from ..decoding.methods import cap_method
+from ..decoding.capped import CappedGenerator, cap_method
 from ..grid.decode import stop_ids
+from ..methods.registry import NO_PRESS
 from .boards.boards import Board
-from .evaluate import FULL, ROW_COLUMNS, Contender, count_flops, over_contexts
+from .evaluate import ROW_COLUMNS, Contender, count_flops, over_contexts
 
 C_COLUMNS = ROW_COLUMNS + ["generated_tokens", "cap", "max_cache"]
 
@@ -71,7 +71,7 @@ class DecodeBoardRunner:
 
     def run(self, items: pd.DataFrame, contenders: Iterable[Contender], progress: bool = True) -> pd.DataFrame:
         """One row per (contender, cap, item); the full cache always runs (budget 1.0, method ``full``)."""
-        contenders = [c for c in contenders if c.name != FULL]
+        contenders = [c for c in contenders if c.name != NO_PRESS]
         for c in contenders:
             if c.decode is not None:
                 continue
@@ -95,9 +95,9 @@ class DecodeBoardRunner:
         context_ids = ids["context_ids"].to(self.device)
         n = context_ids.shape[1]
         with count_flops() as counter:
-            full = self._answers(cap_method(FULL), None, context_ids, ids["questions_ids"], group)
+            full = self._answers(cap_method(NO_PRESS), None, context_ids, ids["questions_ids"], group)
         per_item = counter.get_total_flops() / len(group)
-        out = [self._row(FULL, 1.0, item, res, full[j], per_item) for j, (item, res) in
+        out = [self._row(NO_PRESS, 1.0, item, res, full[j], per_item) for j, (item, res) in
                enumerate(zip(group.itertuples(index=False), full, strict=True))]
         for c in contenders:
             for budget in self.board.budgets:

@@ -15,6 +15,7 @@ from dataclasses import replace
 
 import pandas as pd
 
+from ..methods.registry import NO_PRESS
 from .boards.boards import Board
 from .scoring import score
 
@@ -45,10 +46,10 @@ def choose_budgets(measure: Callable[[float], float], candidates: Sequence[float
 def best_accuracy_by_budget(rows: pd.DataFrame, board: Board) -> pd.Series:
     """Per budget: the highest normalised accuracy among the board's baselines (full and random excluded)."""
     per_budget = {}
-    for budget, part in rows[rows.method != "full"].groupby("budget"):
-        sub = pd.concat([part, rows[rows.method == "full"]])
+    for budget, part in rows[rows.method != NO_PRESS].groupby("budget"):
+        sub = pd.concat([part, rows[rows.method == NO_PRESS]])
         u = score.unit_values(sub, replace(board, budgets=(float(budget),)))
-        acc = u[~u.method.isin(["full", "random"])].groupby(["method", "task"]).accuracy.mean().groupby("method").mean()
+        acc = u[~u.method.isin([NO_PRESS, "random"])].groupby(["method", "task"]).accuracy.mean().groupby("method").mean()
         per_budget[float(budget)] = float(acc.max()) if len(acc) else math.nan
     return pd.Series(per_budget, name="best_accuracy")
 
@@ -88,10 +89,10 @@ def best_share_intervals(rows: pd.DataFrame, board: Board, seed: int = 0) -> pd.
     from ..stats.intervals import paired_bootstrap
 
     out = []
-    for budget, part in rows[rows.method != "full"].groupby("budget"):
-        sub = pd.concat([part, rows[rows.method == "full"]])
+    for budget, part in rows[rows.method != NO_PRESS].groupby("budget"):
+        sub = pd.concat([part, rows[rows.method == NO_PRESS]])
         units = score.unit_values(sub, replace(board, budgets=(float(budget),)))
-        units = units[~units.method.isin(["full", "random"])]
+        units = units[~units.method.isin([NO_PRESS, "random"])]
         acc = units.groupby(["method", "task"]).accuracy.mean().groupby("method").mean()
         best = str(acc.idxmax())
         samples = units.rename(columns={"accuracy": "score", "context_id": "index"})[["method", "task", "index",

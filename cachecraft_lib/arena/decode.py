@@ -16,8 +16,8 @@ import numpy as np
 import torch
 from kvpress.utils import get_prerope_query_states
 
-from ..decoding.attention import rotate
 from ..decoding.capped import CapMethod, LayerRecord
+from ..methods.attention import rotate
 from .submissions.folder import Submission, SubmissionError
 from .submissions.press import sandbox_for
 from .submissions.sandbox import Limits

@@ -31,14 +31,13 @@ from kvpress import BasePress
 from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
 
 from ..grid.decode import CacheRow, decode_rows
+from ..methods.registry import NO_PRESS, arena_baselines, get_method
 from ..models.pipeline import make_pipeline
 from ..models.prefill import SharedPrefill
 from ..ruler.scoring import as_refs, clean_prediction, metric_for
 from ..util.progress import tqdm
-from .baselines import baseline
 from .boards.boards import Board
 
-FULL = "full"
 ROW_COLUMNS = ["method", "budget", "item", "context_id", "task", "length", "score", "predicted_answer",
                "logical_entries", "physical_entries", "full_entries", "kv_bytes", "full_kv_bytes",
                "read_entries", "full_read_entries", "overhead_flops", "prefill_flops"]
@@ -87,15 +86,17 @@ def over_contexts(items: pd.DataFrame, one: Callable[[pd.DataFrame], list[dict]]
 
 
 def baseline_contender(name: str) -> Contender:
-    """A trusted baseline by name: its prefill press (boards A, B) and/or its decode-time method (board C)."""
-    from ..decoding.methods import CAP_BASELINES, cap_method
-    from .baselines import BASELINES
+    """A trusted baseline by name (``methods.registry``): its prefill press (boards A, B) and/or its decode-time
+    method (board C)."""
+    from ..decoding.capped import cap_method
 
-    decode = (lambda: cap_method(name)) if name in CAP_BASELINES else None
-    if name not in BASELINES and decode is not None:
-        return Contender(name, _no_prefill(name), "baseline", decode=decode)
-    b = baseline(name)
-    return Contender(b.name, b.build, "baseline", b.own_prefill, b.masks_keys, decode=decode)
+    m = get_method(name)
+    if not m.arena_baseline:
+        raise ValueError(f"{name} is not one of the arena's baselines; known: {', '.join(arena_baselines())}, "
+                         f"{', '.join(arena_baselines(decode_time=True))}")
+    decode = (lambda: cap_method(name)) if m.decode_time else None
+    build = m.build if m.prefill else _no_prefill(name)
+    return Contender(name, build, "baseline", m.own_prefill, m.masks_keys, decode=decode)
 
 
 def submission_contender(sub: Any, **limits: Any) -> Contender:
@@ -148,7 +149,7 @@ class BoardRunner:
 
     def run(self, items: pd.DataFrame, contenders: Iterable[Contender], progress: bool = True) -> pd.DataFrame:
         """One row per (contender, budget, item); the full cache is always run (budget 1.0, method ``full``)."""
-        contenders = [c for c in contenders if c.name != FULL]
+        contenders = [c for c in contenders if c.name != NO_PRESS]
         rows = over_contexts(items, lambda group: self._context(group, contenders), self.board.name, progress)
         return pd.DataFrame(rows, columns=ROW_COLUMNS)
 
@@ -176,7 +177,7 @@ class BoardRunner:
             shared = SharedPrefill(self.model, context_ids)
         prefill_flops = counter.get_total_flops()
         base = {"context_length": shared.context_length, "prefill_flops": prefill_flops}
-        plan = [(FULL, 1.0, lambda: self._shared_cache(shared, None))]
+        plan = [(NO_PRESS, 1.0, lambda: self._shared_cache(shared, None))]
         self._prefill_rate = prefill_flops / max(shared.seconds, 1e-9)  # FLOPs per second: charges sandbox seconds
         for c in contenders:
             build = c.press_for(self.board)

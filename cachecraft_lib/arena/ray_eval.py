@@ -32,10 +32,11 @@ from typing import Any
 
 import pandas as pd
 
+from ..methods.registry import NO_PRESS
 from ..util.ray import Tracker, collect, ray_session, task_resources
 from .arena import Arena
 from .boards.boards import Board
-from .evaluate import FULL, Contender
+from .evaluate import Contender
 
 
 class ContendersFailed(RuntimeError):
@@ -109,7 +110,7 @@ class RayArena(Arena):
         """``Arena.run`` on Ray: the same rows in the same order; ``ContendersFailed`` if any contender raised."""
         if self._session is None:
             self.__enter__()
-        contenders = [c for c in contenders if c.name != FULL]
+        contenders = [c for c in contenders if c.name != NO_PRESS]
         parts = self.parts_dir(board, items.attrs.get("split", "test"))
         keys = _part_keys(contenders, uuid.uuid4().hex[:8])
         contexts = [(context_key(board, self._model_spec(board), group), group)
@@ -131,7 +132,7 @@ class RayArena(Arena):
             failed.update({k: v for k, v in result.items() if k not in failed})
         try:
             _raise_failed(failed)
-            return _assemble(parts, [key for key, _ in contexts], [FULL, *(keys[c.name] for c in contenders)])
+            return _assemble(parts, [key for key, _ in contexts], [NO_PRESS, *(keys[c.name] for c in contenders)])
         finally:  # a submission is recomputed on every run, as on the serial path
             for c in contenders:
                 if c.kind != "baseline":
@@ -232,7 +233,7 @@ class _Evaluator:
         for context, items in chunk:
             todo = [c for c in contenders if c.name not in failed
                     and not _part(Path(parts), context, keys[c.name]).exists()]
-            if todo or not _part(Path(parts), context, FULL).exists():
+            if todo or not _part(Path(parts), context, NO_PRESS).exists():
                 for key, rows in self._context(runner, items, todo, failed).items():
                     _write(_part(Path(parts), context, keys.get(key, key)), rows)
             tracker.settled.remote(context)
@@ -263,7 +264,7 @@ class _Evaluator:
                 failed[c.name] = (f"{type(err).__name__}: {err}",
                                   err.kind if isinstance(err, SubmissionError) else None)
                 continue
-            frames.append(rows if c is None else rows[rows.method != FULL])
+            frames.append(rows if c is None else rows[rows.method != NO_PRESS])
         return pd.concat(frames, ignore_index=True)
 
 

@@ -27,9 +27,10 @@ from kvpress import ScorerPress
 from torch.utils.flop_counter import FlopCounterMode
 from transformers import DynamicCache
 
-from .presses import received_attention
+from ..methods.decode_presses import received_attention
+from ..methods.registry import get_method
 
-__all__ = ["CapMethod", "CappedGenerator", "LayerRecord", "ratio_keeping"]
+__all__ = ["CapMethod", "CappedGenerator", "LayerRecord", "cap_method", "ratio_keeping"]
 
 
 # select(module, keys, values, record, n_keep) -> (B, H_kv, n <= n_keep) indices to keep, sorted
@@ -52,6 +53,14 @@ class CapMethod:
     @property
     def evicts(self) -> bool:
         return self.press is not None or self.select is not None
+
+
+def cap_method(name: str) -> CapMethod:
+    """A fresh ``CapMethod`` for a registered decode-time method (``methods.registry``; presses carry state)."""
+    method = get_method(name)
+    if not method.decode_time:
+        raise ValueError(f"{name} has no decode-time form (it is a prefill press); see methods.registry")
+    return CapMethod(name, method.decode(), window=method.decode_window, accumulate=method.decode_accumulate)
 
 
 @dataclass

@@ -20,11 +20,11 @@ import torch
 from kvpress import KVPressTextGenerationPipeline
 
 from ..grid.decode import stop_ids
+from ..methods.registry import NO_PRESS
 from ..ruler.scoring import as_refs, clean_prediction, metric_for
 from ..stats.intervals import METHOD_NOTE, fmt, judge, paired_bootstrap
 from ..util.progress import tqdm
-from .capped import CappedGenerator
-from .methods import cap_method
+from .capped import CappedGenerator, cap_method
 
 __all__ = ["BOARD_LABEL", "StreamResult", "board_table", "measure", "stream_answers"]
 
@@ -55,8 +55,8 @@ def stream_answers(model, tokenizer, context: str, questions: Sequence[str], ans
     device = next(model.parameters()).device
     context_ids = ids["context_ids"].to(device)
     n = context_ids.shape[1]
-    cap = None if cap_fraction is None or method == "full" else int(round(cap_fraction * n))
-    gen = CappedGenerator(model, cap_method("full" if cap is None else method), cap=cap, chunk=chunk)
+    cap = None if cap_fraction is None or method == NO_PRESS else int(round(cap_fraction * n))
+    gen = CappedGenerator(model, cap_method(NO_PRESS if cap is None else method), cap=cap, chunk=chunk)
     gen.feed(context_ids)
     state = gen.snapshot()
     stop, answers = stop_ids(model), []
@@ -73,9 +73,9 @@ def measure(model, tokenizer, rows: pd.DataFrame, methods: Iterable[str], cap_fr
 
     Columns: model, length, task, index, method, cap_fraction, cell, prediction, score (RULER's metric, 0-100),
     max_cache (largest per-layer cache seen), cap, within_cap. The full cache runs once per sample and is
-    the cell ``full``.
+    the cell ``no_press``.
     """
-    cells = [("full", None)] + [(m, c) for c in cap_fractions for m in methods if m != "full"]
+    cells = [(NO_PRESS, None)] + [(m, c) for c in cap_fractions for m in methods if m != NO_PRESS]
     out = []
     rows = rows.assign(index=rows.groupby("task").cumcount())
     with torch.no_grad():
@@ -97,14 +97,14 @@ def measure(model, tokenizer, rows: pd.DataFrame, methods: Iterable[str], cap_fr
 
 def board_table(samples: pd.DataFrame) -> pd.DataFrame:
     """Per (cap, method): RULER score, its share of the full cache's score and the difference to full, each with
-    the 95% paired bootstrap interval; ``vs full`` is the three-valued verdict on "scores below the full cache"."""
+    the 95% paired bootstrap interval; ``below the full cache?`` is the three-valued verdict on "scores below the full cache"."""
     boot = paired_bootstrap(samples.fillna({"length": 0}), unit="cell")
-    full = boot.units.index("full")
+    full = boot.units.index(NO_PRESS)
     rows = []
     for cell in boot.units:
         share = boot.draws[:, boot.units.index(cell)] / np.where(boot.draws[:, full] > 0, boot.draws[:, full], np.nan)
         point = boot.point[boot.units.index(cell)] / boot.point[full] if boot.point[full] > 0 else np.nan
-        diff = boot.diff(cell, "full")
+        diff = boot.diff(cell, NO_PRESS)
         if diff.n >= 2 and np.isfinite(share).any():
             lo, hi = np.nanpercentile(share, [2.5, 97.5])
             share_text = f"{point:.2f} [{lo:.2f}, {hi:.2f}]"
@@ -113,7 +113,7 @@ def board_table(samples: pd.DataFrame) -> pd.DataFrame:
         method, _, cap = cell.partition("@")
         rows.append({"cap": cap or "none", "method": method, "score": fmt(boot.mean(cell)),
                      "share of full": share_text, "minus full": fmt(diff),
-                     "below full?": str(judge(diff, high=0.0)) if cell != "full" else "",
+                     "below the full cache?": str(judge(diff, high=0.0)) if cell != NO_PRESS else "",
                      "n per task": int(boot.mean(cell).n)})
     table = pd.DataFrame(rows).sort_values(["cap", "method"]).reset_index(drop=True)
     table.attrs.update(label=BOARD_LABEL, note=METHOD_NOTE)

@@ -59,14 +59,21 @@ def cell_settings(profile: Profile, query_aware: bool | None = None) -> dict[str
                 ruler_source=profile.ruler_source, tasks=profile.tasks, max_new_tokens=profile.max_new_tokens)
 
 
+def grid_methods() -> list[str]:
+    """The registered methods the grid runs: those with a prefill press that need no prefill of their own."""
+    return [n for n, m in REGISTRY.items() if m.prefill and not m.own_prefill]
+
+
 def grid_cells(profile: Profile, methods: Iterable[str] | None = None, ratios: Iterable[float] | None = None,
                lengths: Iterable[int] | None = None, query_aware: bool | None = None,
                include_no_press: bool = True) -> list[Cell]:
     """The profile's grid: every model x length x method x ratio, plus one ``no_press`` cell per model x length."""
     methods = list(profile.methods if methods is None else methods)
-    unknown = [m for m in methods if m not in REGISTRY]
+    runnable = grid_methods()
+    unknown = [m for m in methods if m not in runnable]
     if unknown:
-        raise ValueError(f"unknown method(s) {unknown}; registered: {', '.join(REGISTRY)}")
+        raise ValueError(f"method(s) {unknown} cannot run in the grid; its methods (a prefill press on the shared "
+                         f"pipeline): {', '.join(runnable)}")
     common = cell_settings(profile, query_aware)
     cells = []
     for model in profile.models:

@@ -1,18 +1,19 @@
-"""Policy programs as KVPress presses, and the one registry of methods every notebook and command uses.
+"""The one registry of methods: every press the grid, the arena's boards and the decode-time harness run, by name.
 
-``PolicyPress(program, 0.88)`` runs any policy program's score and selection, validated, and keeps the same
-indices for every KV head of a layer. FRC itself lives in ``scorers`` (``FRCScorerPress``, ``FRCPress``), as
-KVPress-native presses; it is re-exported here.
+Each ``Method`` says what a caller needs to know: how to build its prefill press for a compression ratio
+(``build``; ``None`` for a decode-time-only method), its decode-time scorer for the capped harness (``decode``,
+with the recent ``decode_window`` it reads and whether it needs H2O's running sum), and its needs: head-wise
+masking (``masks_keys``: no physical memory saved), its own prefill (KVzip replays the context), a tokenwise
+question forward, the question inside the context (query-aware), whether the paper compares it, and whether
+the arena offers it to boards as a trusted baseline. The uncompressed cache is ``no_press`` everywhere (the
+name KVPress's own evaluation uses).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from dataclasses import dataclass
 
-import torch
 from kvpress import (
     AdaKVPress,
     BasePress,
@@ -20,119 +21,130 @@ from kvpress import (
     ExpectedAttentionPress,
     FinchPress,
     KnormPress,
+    KVzipPress,
     PyramidKVPress,
+    RandomPress,
+    ScorerPress,
     SnapKVPress,
     StreamingLLMPress,
     TOVAPress,
 )
 
-from .features import build_context, tail_attention
-from .policy import load_policy, run_policy
+from .decode_presses import H2OPress, RKVPress
+from .policy_press import PolicyPress
 from .programs import V1_PROGRAM
 from .scorers import FRCPress, FRCScorerPress, PolicyScorerPress, WholeChunkPress
 
-__all__ = ["FRCPress", "FRCScorerPress", "Method", "PolicyPress", "PolicyScorerPress", "REGISTRY", "WholeChunkPress",
-           "make_press"]
+__all__ = ["FRCPress", "FRCScorerPress", "Method", "NO_PRESS", "PolicyPress", "PolicyScorerPress", "REGISTRY",
+           "WholeChunkPress", "arena_baselines", "decode_press", "get_method", "make_press"]
+
+NO_PRESS = "no_press"  # the uncompressed cache: the reference every score is compared or normalised to
+RANDOM_SEED = 0  # random eviction is seeded, so a rerun gives the same table
 
 
-def _gather(keys: torch.Tensor, values: torch.Tensor, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Keep the same token indices in every head and batch row."""
-    idx = idx.to(keys.device)
-    return keys[:, :, idx].contiguous(), values[:, :, idx].contiguous()
-
-
-@dataclass
-class PolicyPress(BasePress):
-    """Any policy program (object, file path or source) as a KVPress press; its output is validated.
-
-    Every layer builds a ``FeatureContext`` from one tail-attention pass, the policy scores and
-    selects, ``validate_selection`` checks the invariants (a violation raises ``SelectionError``),
-    and the same indices are kept for every head of the layer.
-    """
-
-    policy: Any = None
-    compression_ratio: float = 0.0
-    n_queries: int = 64
-    window: int = 32
-    chunk_length: int = 20
-    record: bool = False
-    kept: dict[int, torch.Tensor] = field(default_factory=dict, repr=False)
-
-    def __post_init__(self) -> None:
-        if self.policy is None:
-            raise ValueError("PolicyPress needs a policy: an object, a program file or program source")
-        if isinstance(self.policy, str | Path):
-            self.policy = load_policy(self.policy)
-
-    def compress(self, module, hidden_states, keys, values, attentions, kwargs):
-        if self.compression_ratio == 0:
-            return keys, values
-        attn = tail_attention(module, hidden_states, keys, kwargs["position_embeddings"], self.n_queries)
-        ctx = build_context(attn, keys, values, self.compression_ratio, module.layer_idx, self.window,
-                            self.chunk_length)
-        idx = torch.from_numpy(run_policy(self.policy, ctx))
-        if self.record:
-            self.kept[module.layer_idx] = idx
-        return _gather(keys, values, idx)
-
-
-# ----------------------------------------------------------------------------------------- registry
 @dataclass(frozen=True)
 class Method:
-    """A named method: how to build its press for a ratio, and what it needs from the pipeline."""
+    """A named method: its prefill press and/or decode-time scorer, and what it needs from the pipeline."""
 
     name: str
-    build: Callable[[float], BasePress | None]
     description: str
+    build: Callable[[float], BasePress | None] | None = None  # the prefill press at a compression ratio
+    decode: Callable[[], ScorerPress | None] | None = None  # a fresh decode-time scorer (None: prefill only)
+    decode_window: int = 1  # recent tokens the decode-time scorer reads
+    decode_accumulate: bool = False  # the decode-time scorer needs the attention received so far (H2O)
     # head-wise masking, or cache lengths that vary by layer: whole-chunk selection keeps a shorter last
     # chunk in some layers only, which breaks the sdpa mask of a multi-token question forward on CPU
     needs_tokenwise_question: bool = False
     needs_query_aware: bool = False  # Finch reads the question from inside the context
-    paper_baseline: bool = False
+    masks_keys: bool = False  # evicts by masking keys in place: saves no physical memory
+    own_prefill: bool = False  # replays the context after the prefill (KVzip): no shared prefill
+    paper_baseline: bool = False  # one of the paper's compared methods (RULER grid)
+    arena_baseline: bool = False  # offered to the arena's boards as a trusted baseline
+
+    @property
+    def prefill(self) -> bool:
+        return self.build is not None
+
+    @property
+    def decode_time(self) -> bool:
+        return self.decode is not None
+
+
+def _m(name: str, description: str, build: Callable[[float], BasePress | None] | None, **needs) -> Method:
+    return Method(name, description, build, **needs)
 
 
 REGISTRY: dict[str, Method] = {m.name: m for m in (
-    Method("no_press", lambda r: None, "no compression (upper bound)", paper_baseline=True),
-    Method("frc", lambda r: FRCPress(r, keep_last=False),
-           "FRC (CacheCraft): 0.55 local + 0.30 density + 0.15 max-head, chunks of 20 (the paper's rule)",
-           needs_tokenwise_question=True, paper_baseline=True),
-    Method("snapkv", lambda r: SnapKVPress(r), "SnapKV: last-64-query attention, avg-pooled (kernel 5), per head",
-           paper_baseline=True),
-    Method("chunkkv", lambda r: ChunkKVPress(SnapKVPress(r), chunk_length=20),
-           "ChunkKV over SnapKV scores, chunks of 20, shared across heads", needs_tokenwise_question=True,
-           paper_baseline=True),
-    Method("adasnapkv", lambda r: AdaKVPress(SnapKVPress(r)), "AdaKV over SnapKV: head-adaptive budgets",
-           needs_tokenwise_question=True, paper_baseline=True),
-    Method("finch", lambda r: FinchPress(r), "Finch: SnapKV with the question as window, keys re-rotated",
-           needs_query_aware=True, paper_baseline=True),
-    Method("expected_attention", lambda r: AdaKVPress(ExpectedAttentionPress(r, epsilon=1e-2)),
-           "ExpectedAttention as KVPress's registry and leaderboard run it: AdaKV(ExpectedAttention, eps=1e-2)",
-           needs_tokenwise_question=True, paper_baseline=True),
-    Method("streaming_llm", lambda r: StreamingLLMPress(r), "StreamingLLM: 4 sinks + most recent tokens"),
-    Method("knorm", lambda r: KnormPress(r), "Knorm: keep the keys of smallest norm"),
-    Method("tova", lambda r: TOVAPress(r), "TOVA: attention of the last token, averaged over heads"),
-    Method("pyramidkv", lambda r: PyramidKVPress(r), "PyramidKV: SnapKV with budgets shrinking over layers",
-           needs_tokenwise_question=True),
+    _m(NO_PRESS, "no compression: the full cache, the reference every score is compared to", lambda r: None,
+       decode=lambda: None, paper_baseline=True, arena_baseline=True),
+    _m("frc", "FRC (CacheCraft): 0.55 local + 0.30 density + 0.15 max-head, chunks of 20 (the paper's rule)",
+       lambda r: FRCPress(r, keep_last=False), needs_tokenwise_question=True, paper_baseline=True),
+    _m("snapkv", "SnapKV: last-64-query attention, avg-pooled (kernel 5), per head; on query-agnostic boards the "
+       "queries are the context's own", lambda r: SnapKVPress(r), paper_baseline=True, arena_baseline=True),
+    _m("chunkkv", "ChunkKV over SnapKV scores, chunks of 20, shared across heads",
+       lambda r: ChunkKVPress(SnapKVPress(r), chunk_length=20), needs_tokenwise_question=True, paper_baseline=True),
+    _m("adasnapkv", "Ada-KV over SnapKV: head-adaptive budgets", lambda r: AdaKVPress(SnapKVPress(r)),
+       needs_tokenwise_question=True, masks_keys=True, paper_baseline=True, arena_baseline=True),
+    _m("finch", "Finch: SnapKV with the question as window, keys re-rotated", lambda r: FinchPress(r),
+       needs_query_aware=True, paper_baseline=True),
+    _m("expected_attention", "Expected Attention as KVPress's registry and leaderboard run it: "
+       "AdaKV(ExpectedAttention, eps=1e-2)", lambda r: AdaKVPress(ExpectedAttentionPress(r, epsilon=1e-2)),
+       needs_tokenwise_question=True, masks_keys=True, paper_baseline=True, arena_baseline=True),
+    _m("streaming_llm", "StreamingLLM: 4 sink tokens and the most recent tokens", lambda r: StreamingLLMPress(r),
+       decode=StreamingLLMPress, arena_baseline=True),
+    _m("knorm", "K-norm: keep the keys of smallest norm", lambda r: KnormPress(r), arena_baseline=True),
+    _m("tova", "TOVA: attention of the last token, averaged over heads", lambda r: TOVAPress(r), decode=TOVAPress,
+       arena_baseline=True),
+    _m("pyramidkv", "PyramidKV: SnapKV with budgets shrinking over layers", lambda r: PyramidKVPress(r),
+       needs_tokenwise_question=True, arena_baseline=True),
+    _m("random", "random eviction (seeded)", lambda r: RandomPress(r, seed=RANDOM_SEED),
+       decode=lambda: RandomPress(seed=RANDOM_SEED), arena_baseline=True),
+    _m("kvzip", "KVzip: context reconstruction after the prefill (slow, one-off: B_offline)",
+       lambda r: KVzipPress(r), masks_keys=True, own_prefill=True, arena_baseline=True),
+    _m("h2o", "H2O: attention received since the first token, plus the newest half of the budget", None,
+       decode=H2OPress, decode_accumulate=True, arena_baseline=True),
+    _m("rkv", "R-KV: last-8-query attention (max-pooled) against key redundancy, lambda 0.1", None,
+       decode=RKVPress, decode_window=8, arena_baseline=True),
     # scorer vs structure, and the within-FRC ablation (notebook 04)
-    Method("v1_tokenwise", lambda r: PolicyPress(V1_PROGRAM, r),
-           "V1-family generic scorer (5 signals, equal weights) with tokenwise top-k"),
-    Method("frc_tokenwise", lambda r: FRCScorerPress(r), "FRC scorer with tokenwise top-k (KVPress's ScorerPress)"),
-    Method("frc_no_maxhead", lambda r: FRCPress(r, weights=(0.55, 0.30, 0.0), keep_last=False),
-           "FRC without the max-head term",
-           needs_tokenwise_question=True),
-    Method("frc_no_density", lambda r: FRCPress(r, weights=(0.55, 0.0, 0.15), keep_last=False),
-           "FRC without the density term",
-           needs_tokenwise_question=True),
-    Method("frc_local_only", lambda r: FRCPress(r, weights=(1.0, 0.0, 0.0), keep_last=False),
-           "FRC with the local term only",
-           needs_tokenwise_question=True),
+    _m("v1_tokenwise", "V1-family generic scorer (5 signals, equal weights) with tokenwise top-k",
+       lambda r: PolicyPress(V1_PROGRAM, r)),
+    _m("frc_tokenwise", "FRC scorer with tokenwise top-k (KVPress's ScorerPress)", lambda r: FRCScorerPress(r)),
+    _m("frc_no_maxhead", "FRC without the max-head term",
+       lambda r: FRCPress(r, weights=(0.55, 0.30, 0.0), keep_last=False), needs_tokenwise_question=True),
+    _m("frc_no_density", "FRC without the density term",
+       lambda r: FRCPress(r, weights=(0.55, 0.0, 0.15), keep_last=False), needs_tokenwise_question=True),
+    _m("frc_local_only", "FRC with the local term only",
+       lambda r: FRCPress(r, weights=(1.0, 0.0, 0.0), keep_last=False), needs_tokenwise_question=True),
 )}
 
 
-def make_press(name: str, compression_ratio: float) -> BasePress | None:
-    """The press registered under ``name`` at ``compression_ratio`` (``no_press`` gives None)."""
+def get_method(name: str) -> Method:
+    """The registered method, or a ValueError that lists the registered names."""
     if name not in REGISTRY:
         raise ValueError(f"unknown method {name!r}; registered: {', '.join(REGISTRY)}")
+    return REGISTRY[name]
+
+
+def make_press(name: str, compression_ratio: float) -> BasePress | None:
+    """The prefill press registered under ``name`` at ``compression_ratio`` (``no_press`` gives None)."""
+    method = get_method(name)
+    if method.build is None:
+        raise ValueError(f"{name} is a decode-time method only (board C); it has no prefill press")
     if not 0 <= compression_ratio < 1:
         raise ValueError(f"compression_ratio must be in [0, 1), got {compression_ratio}")
-    return REGISTRY[name].build(compression_ratio)
+    return method.build(compression_ratio)
+
+
+def decode_press(name: str) -> ScorerPress | None:
+    """A fresh decode-time scorer for ``name`` (presses carry state; ``no_press`` gives None)."""
+    method = get_method(name)
+    if method.decode is None:
+        raise ValueError(f"{name} has no decode-time form; decode-time methods: "
+                         f"{', '.join(n for n, m in REGISTRY.items() if m.decode_time)}")
+    return method.decode()
+
+
+def arena_baselines(decode_time: bool = False) -> dict[str, Method]:
+    """The trusted baselines a board may name: prefill ones (boards A, B) or decode-time ones (board C)."""
+    return {n: m for n, m in REGISTRY.items()
+            if m.arena_baseline and (m.decode_time if decode_time else m.prefill)}

@@ -24,9 +24,10 @@ from typing import Any
 import pandas as pd
 import torch
 
-from ..arena.evaluate import FULL, ROW_COLUMNS, BoardRunner, Contender, count_flops, over_contexts
+from ..arena.evaluate import ROW_COLUMNS, BoardRunner, Contender, count_flops, over_contexts
 from ..arena.submissions.folder import SubmissionError
 from ..grid.decode import CacheRow, decode_rows
+from ..methods.registry import NO_PRESS
 from ..models.prefill import SharedPrefill
 
 
@@ -52,7 +53,7 @@ class PopulationRunner(BoardRunner):
         """One row per (contender, budget, item), no ``full`` rows; failed contenders are in ``failures``
         (``name -> "kind: message"``) and have no rows at all."""
         self.failures = {}
-        live = [c for c in contenders if c.name != FULL]
+        live = [c for c in contenders if c.name != NO_PRESS]
         rows = over_contexts(items, lambda group: self._population(group, live), self.board.name, progress)
         frame = pd.DataFrame(rows, columns=ROW_COLUMNS)
         return frame[~frame.method.isin(list(self.failures))].reset_index(drop=True)

@@ -218,16 +218,15 @@ def _board(path: Path, data: dict, defaults: dict, name: str, spec: Any) -> Boar
 
 
 def _check_baselines(where: str, baselines: tuple[str, ...], setting: str = "query_aware") -> None:
-    if setting == "decode_time":
-        from ...decoding.methods import CAP_BASELINES as BASELINES
-    else:
-        from ..baselines import BASELINES
+    from ...methods.registry import NO_PRESS, arena_baselines
 
-    unknown = [b for b in baselines if b not in BASELINES]
+    known = arena_baselines(decode_time=setting == "decode_time")
+    unknown = [b for b in baselines if b not in known]
     if unknown:
-        raise BoardError(f"{where}: unknown baseline(s) {unknown}; known: {sorted(BASELINES)}")
-    if "full" not in baselines:
-        raise BoardError(f"{where}: the baselines must include 'full' (scores are normalised to the full cache)")
+        hint = f" (the full cache is called {NO_PRESS!r})" if "full" in unknown else ""
+        raise BoardError(f"{where}: unknown baseline(s) {unknown}{hint}; known: {sorted(known)}")
+    if NO_PRESS not in baselines:
+        raise BoardError(f"{where}: the baselines must include {NO_PRESS!r} (scores are normalised to the full cache)")
 
 
 def boards_table(boards: dict[str, Board]):

@@ -73,8 +73,7 @@ def known_code() -> tuple[Reference, ...]:
     """Every reference that does not depend on the ledger (read once per process)."""
     import kvpress
 
-    from ...decoding import presses as decode_presses
-    from ...methods import scorers
+    from ...methods import decode_presses, scorers
     from ...methods.programs import frc_policy, v1_generic_scorer
 
     snap_window = _source(kvpress.SnapKVPress.compute_window_attention)

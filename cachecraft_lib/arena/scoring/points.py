@@ -31,6 +31,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from ...methods.registry import NO_PRESS
+
 SCALE = 100.0
 GATE_THRESHOLD = 0.005  # the post's gate: lower end of the gain's 95% interval at +0.005 or more
 
@@ -49,7 +51,7 @@ def launch_bar(state: pd.DataFrame) -> tuple[str, float]:
     """The frozen bar: the best eligible baseline of the board's round (name, overall)."""
     if state.empty or "kind" not in state:
         raise ValueError("no baselines on this board yet: record them before scoring submissions")
-    base = state[(state.kind == "baseline") & state.eligible.astype(bool) & ~state.name.isin(["full", "random"])]
+    base = state[(state.kind == "baseline") & state.eligible.astype(bool) & ~state.name.isin([NO_PRESS, "random"])]
     if base.empty:
         raise ValueError("no eligible baseline on this board: the bar cannot be set")
     top = base.loc[base.overall.idxmax()]

@@ -26,29 +26,29 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ...methods.registry import NO_PRESS
 from ...stats.intervals import paired_bootstrap
 from ..boards.boards import Board
 
-FULL = "full"
 TERMS = ("accuracy", "memory", "memory_physical", "speed", "overhead", "generated")
 
 
 def excluded_tasks(rows: pd.DataFrame, board: Board) -> list[str]:
     """Tasks where the full cache's mean score is below the board's floor."""
-    full = rows[rows.method == FULL].groupby("task")["score"].mean()
+    full = rows[rows.method == NO_PRESS].groupby("task")["score"].mean()
     return sorted(full[full < board.full_cache_floor].index)
 
 
 def unit_values(rows: pd.DataFrame, board: Board) -> pd.DataFrame:
     """One row per (method, context): the score's terms and ``overall``; excluded tasks dropped."""
-    if FULL not in set(rows.method):
+    if NO_PRESS not in set(rows.method):
         raise ValueError("unit_values: the full cache's rows are missing; every score is normalised to them")
     drop = set(excluded_tasks(rows, board))
     rows = rows[~rows.task.isin(drop)].copy()
     if rows.empty:
         raise ValueError(f"board {board.name}: every task is excluded (the full cache scores below "
                          f"{board.full_cache_floor:g} on all of them); nothing to score")
-    full_mean = rows[rows.method == FULL].groupby("task")["score"].mean()
+    full_mean = rows[rows.method == NO_PRESS].groupby("task")["score"].mean()
     rows["norm"] = rows.score / rows.task.map(full_mean)
     cell = rows.groupby(["method", "budget", "task"])["norm"].transform("mean")
     rows["accuracy"] = rows.norm * np.where(cell > board.accuracy_cap, board.accuracy_cap / cell.clip(lower=1e-12), 1)
@@ -77,7 +77,7 @@ def _generated_term(rows: pd.DataFrame) -> pd.Series:
     carry no generated length (prefill boards)."""
     if "generated_tokens" not in rows or rows.generated_tokens.isna().all():
         return pd.Series(0.0, index=rows.index)
-    full = rows[rows.method == FULL].set_index("item").generated_tokens
+    full = rows[rows.method == NO_PRESS].set_index("item").generated_tokens
     g = (rows.item.map(full) / rows.generated_tokens.clip(lower=1)).clip(upper=1.0)
     return (1.0 - g).fillna(0.0)
 
@@ -104,7 +104,7 @@ def paired_gain(units: pd.DataFrame, a: str, b: str, seed: int = 0):
     return paired_bootstrap(_samples(sub, "overall"), unit="method", strata=("task",), seed=seed).diff(a, b)
 
 
-def best_baseline(scores: pd.DataFrame, exclude: tuple[str, ...] = (FULL, "random")) -> str:
+def best_baseline(scores: pd.DataFrame, exclude: tuple[str, ...] = (NO_PRESS, "random")) -> str:
     """The baseline with the highest overall score (the full cache and random eviction are references)."""
     candidates = scores.drop(index=[m for m in exclude if m in scores.index])
     if candidates.empty:
@@ -138,7 +138,7 @@ def dev_report(base: pd.DataFrame, rows: pd.DataFrame, board: Board, name: str) 
     """``arena dev``'s report of method ``name`` (its ``rows``) beside the baselines' dev rows ``base`` (which hold
     the full cache's): scores with intervals, the best baseline, the paired gain over it, eligibility. The search's
     board fitness (``search.board_fitness``) calls this same function, so its fitness is the arena's dev score."""
-    rows = pd.concat([base, rows[rows.method != FULL]], ignore_index=True)
+    rows = pd.concat([base, rows[rows.method != NO_PRESS]], ignore_index=True)
     units = unit_values(rows, board)
     scores = method_scores(units)
     best = best_baseline(scores.drop(index=[name]))

@@ -148,7 +148,7 @@ def entry_page(check: LedgerStatus, data: SiteData, row: pd.Series) -> str:
     latest = scored[-1] if scored else {}
     texts = data.texts.get(latest.get("code_sha256"))
     if row.kind == "baseline":
-        description = "<p>A baseline shipped with the arena (cachecraft_lib/arena/baselines.py).</p>"
+        description = "<p>A baseline shipped with the arena (cachecraft_lib/methods/registry.py).</p>"
     elif texts and texts.description is not None:
         description = f'<div class="description">{markdown(texts.description)}</div>'
     elif texts:

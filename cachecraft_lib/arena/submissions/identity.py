@@ -42,11 +42,10 @@ def name_key(name: str) -> str:
 
 
 def reserved_names() -> frozenset[str]:
-    """``name_key`` of every baseline (prefill and decode-time) and of the uncompressed reference."""
-    from ...decoding.methods import CAP_BASELINES
-    from ..baselines import BASELINES
+    """``name_key`` of every arena baseline (prefill and decode-time) and of the uncompressed reference."""
+    from ...methods.registry import REGISTRY
 
-    return frozenset(name_key(n) for n in (*BASELINES, *CAP_BASELINES, *REFERENCE_NAMES))
+    return frozenset(name_key(n) for n in (*(n for n, m in REGISTRY.items() if m.arena_baseline), *REFERENCE_NAMES))
 
 
 def check_name(name: str) -> None:
