@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from cachecraft_lib.arena.arena import Arena
-from cachecraft_lib.arena.evaluate import submission_contender
+from cachecraft_lib.arena.board_runner import submission_contender
 from cachecraft_lib.arena.submissions.folder import load_submission
 from cachecraft_lib.arena.submissions.press import close_sandboxes
 from cachecraft_lib.arena.submissions.sandbox import Limits, MethodSandbox

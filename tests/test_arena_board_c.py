@@ -169,8 +169,8 @@ def _small_arena(tmp_path, monkeypatch):
 
 def test_board_c_on_smoke_end_to_end(tmp_path, monkeypatch):
     """dev + submit + a leaderboard row on the embedded model; a bad decode hook is a recorded rejection."""
+    from cachecraft_lib.arena.board_runner import submission_contender
     from cachecraft_lib.arena.boards.splits import load_secret
-    from cachecraft_lib.arena.evaluate import submission_contender
     from cachecraft_lib.arena.scoring import leaderboard
 
     arena = _small_arena(tmp_path, monkeypatch)
@@ -281,7 +281,7 @@ def test_grade_without_math_verify_falls_back_to_normalised_strings(monkeypatch)
 
 def test_board_c_refuses_contenders_without_a_decode_time_method(tiny_model):
     from cachecraft_lib.arena.board_c import DecodeBoardRunner
-    from cachecraft_lib.arena.evaluate import baseline_contender, submission_contender
+    from cachecraft_lib.arena.board_runner import baseline_contender, submission_contender
 
     runner = DecodeBoardRunner(*tiny_model, load_board("smoke", "C"))
     with pytest.raises(BoardError, match="no decode-time method"):

@@ -268,7 +268,7 @@ def test_cli_errors_are_clear_and_lose_nothing(tmp_path, capsys, monkeypatch):
 def test_evaluate_on_the_tiny_model():
     """One context per task on smoke board A: the full cache keeps everything; a masking press keeps its
     entries physically; SnapKV's overhead is counted, StreamingLLM's is zero."""
-    from cachecraft_lib.arena.evaluate import BoardRunner, baseline_contender
+    from cachecraft_lib.arena.board_runner import BoardRunner, baseline_contender
     from cachecraft_lib.models.loading import load_model
     from cachecraft_lib.ruler import generate
 

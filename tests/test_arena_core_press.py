@@ -114,7 +114,7 @@ def test_a_bad_method_fails_the_press_with_its_kind(prefill):
 
 @pytest.mark.parametrize("program", ["FRC_PROGRAM", "V1_PROGRAM"])
 def test_a_converted_policy_program_keeps_what_the_suite_keeps(prefill, tmp_path, program):
-    from cachecraft_lib.arena.submissions.convert import program_to_submission
+    from cachecraft_lib.arena.submissions.from_program import program_to_submission
     from cachecraft_lib.methods import programs as policy_programs
     from cachecraft_lib.methods.registry import PolicyPress
 
@@ -128,7 +128,7 @@ def test_a_converted_policy_program_keeps_what_the_suite_keeps(prefill, tmp_path
 
 
 def test_converter_finds_a_runs_best_program_and_refuses_others(tmp_path):
-    from cachecraft_lib.arena.submissions.convert import find_program, program_to_submission
+    from cachecraft_lib.arena.submissions.from_program import find_program, program_to_submission
     from cachecraft_lib.methods import programs as policy_programs
 
     run = tmp_path / "run" / "seed42" / "best"

@@ -13,8 +13,8 @@ import pytest
 import torch
 from transformers import DynamicCache
 
+from cachecraft_lib.arena.board_runner import BoardRunner, count_flops, submission_contender
 from cachecraft_lib.arena.boards.boards import load_board
-from cachecraft_lib.arena.evaluate import BoardRunner, count_flops, submission_contender
 from cachecraft_lib.arena.submissions.folder import SubmissionError, load_submission
 from cachecraft_lib.arena.submissions.press import close_sandboxes
 from cachecraft_lib.arena.submissions.probe_press import probe_press

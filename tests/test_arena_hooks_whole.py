@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from cachecraft_lib.arena.board_runner import BoardRunner, submission_contender
 from cachecraft_lib.arena.boards.boards import load_boards
-from cachecraft_lib.arena.evaluate import BoardRunner, submission_contender
 from cachecraft_lib.arena.submissions.folder import SubmissionError, load_submission
 from cachecraft_lib.arena.submissions.press import close_sandboxes
 from cachecraft_lib.arena.submissions.whole_cache import SubmissionWholeCachePress, whole_cache_press

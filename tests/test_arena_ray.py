@@ -77,7 +77,7 @@ def ray_cluster(tmp_path_factory):
 @pytest.fixture(scope="module")
 def serial(tmp_path_factory):
     """The serial path's dev baselines rows and file name, a dev report, ledger payloads and private test values."""
-    from cachecraft_lib.arena.evaluate import baseline_contender
+    from cachecraft_lib.arena.board_runner import baseline_contender
 
     arena = _small(Arena("smoke", tmp_path_factory.mktemp("serial"), progress=False))
     dev = arena.dev_baselines(arena.boards["A"])
@@ -97,7 +97,7 @@ def _private(arena: Arena) -> dict[str, pd.DataFrame]:
 
 
 def test_ray_baselines_and_dev_equal_the_serial_run(ray_cluster, serial, tmp_path):
-    from cachecraft_lib.arena.evaluate import baseline_contender
+    from cachecraft_lib.arena.board_runner import baseline_contender
     from cachecraft_lib.arena.ray_eval import RayArena, ray_baselines, ray_dev
 
     dev, ledger, private, name, serial_report = serial
@@ -129,8 +129,8 @@ def test_a_raising_baseline_is_reported_and_the_others_are_recorded(ray_cluster,
 
 
 def test_a_killed_worker_is_retried_and_recomputes_no_finished_context(ray_cluster, serial, tmp_path):
+    from cachecraft_lib.arena.board_runner import Contender
     from cachecraft_lib.arena.boards.items import board_items
-    from cachecraft_lib.arena.evaluate import Contender
     from cachecraft_lib.arena.ray_eval import RayArena
 
     control = ray_cluster / "kill"
@@ -147,7 +147,7 @@ def test_a_killed_worker_is_retried_and_recomputes_no_finished_context(ray_clust
 
 
 def test_a_crashing_submission_is_reported_as_on_the_serial_path(ray_cluster, tmp_path):
-    from cachecraft_lib.arena.evaluate import submission_contender
+    from cachecraft_lib.arena.board_runner import submission_contender
     from cachecraft_lib.arena.ray_eval import RayArena, ray_dev
     from cachecraft_lib.arena.submissions.folder import SubmissionError, load_submission
 

@@ -70,7 +70,7 @@ def arena(recorded, tmp_path, tiny_model) -> Arena:
 # ------------------------------------------------------------------------------- the test split stays inside
 @pytest.mark.slow
 def test_a_refusal_on_test_items_puts_no_byte_of_the_methods_text_in_the_ledger(arena, tmp_path):
-    from cachecraft_lib.arena.evaluate import submission_contender
+    from cachecraft_lib.arena.board_runner import submission_contender
 
     with pytest.raises(SubmissionError, match=MARKER):  # on the dev items the method's text is its own to see
         arena.dev("A", submission_contender(load_submission(ASSETS / "leaks_in_error")))
@@ -86,7 +86,7 @@ def test_a_refusal_on_test_items_puts_no_byte_of_the_methods_text_in_the_ledger(
 @pytest.mark.slow
 def test_a_method_keeps_no_state_from_one_context_to_the_next(arena, tmp_path):
     """A counter in ``self`` restarts with every context: one context's calls are its layers (x budgets)."""
-    from cachecraft_lib.arena.evaluate import submission_contender
+    from cachecraft_lib.arena.board_runner import submission_contender
 
     per_context = arena._loaded[0].config.num_hidden_layers * len(arena.boards["A"].budgets)
     code = ("import numpy as np\n\n\nclass Method:\n    def __init__(self):\n        self.calls = 0\n\n"

@@ -2,7 +2,7 @@
 
 import pytest
 
-from cachecraft_lib.arena.evaluate import submission_contender
+from cachecraft_lib.arena.board_runner import submission_contender
 from cachecraft_lib.search.board_fitness import BoardFitness, offline_population
 from cachecraft_lib.search.seeds import seed_path
 

@@ -2,7 +2,7 @@
 The copies that must stay self-contained, because they run where the library cannot be imported (the sandbox),
 are checked against it here, one test each: the search's V5 seed, the arena's FRC example submission and the
 helpers a converted search program carries. (The policy program ``methods/programs/frc_policy.py`` against
-``FRCPress``: tests/test_presses.py and tests/test_checks.py.)"""
+``FRCPress``: tests/test_presses.py and tests/test_paper_consistency.py.)"""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def test_the_frc_example_submission_normalises_as_frc():
 
 
 def test_a_converted_program_carries_the_same_helpers(tmp_path):
-    from cachecraft_lib.arena.submissions.convert import program_to_submission
+    from cachecraft_lib.arena.submissions.from_program import program_to_submission
     from cachecraft_lib.methods.programs import FRC_PROGRAM
 
     program_to_submission(FRC_PROGRAM, tmp_path / "sub", "converted")

@@ -134,8 +134,8 @@ def test_search_settings_carry_the_profiles_dtype(monkeypatch, tmp_path):
 def test_memory_readings_are_taken_per_process_and_the_last_one_kept(tmp_path):
     from cachecraft_lib.search import memory
 
-    memory.record(tmp_path)
-    memory.record(tmp_path)
+    memory.append_reading(tmp_path)
+    memory.append_reading(tmp_path)
     lines = (tmp_path / memory.MEMORY_FILE).read_text().splitlines()
     assert len(lines) == 2
     (entry,) = memory.peaks(tmp_path)

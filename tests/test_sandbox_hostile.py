@@ -185,7 +185,7 @@ def test_the_wall_budget_is_per_evaluation_not_per_context(tmp_path):
     """The arena opens a sandbox per context; the evaluation's ``wall_s`` is shared by all of them."""
     import pandas as pd
 
-    from cachecraft_lib.arena.evaluate import over_contexts
+    from cachecraft_lib.arena.board_runner import over_contexts
     from cachecraft_lib.arena.submissions.press import sandbox_for
 
     box = method_box(tmp_path, "arena_sleep_under_limit", seconds=0.4)

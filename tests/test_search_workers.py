@@ -31,9 +31,9 @@ def test_failure_counts_only_the_workers_and_needs_every_one_failed():
 
 
 def test_record_read_and_offset_of_a_resumed_run(tmp_path):
-    health.record(tmp_path, ok=False, error="old")
+    health.append_outcome(tmp_path, ok=False, error="old")
     start = health.offset(tmp_path)
-    health.record(tmp_path, ok=True)
+    health.append_outcome(tmp_path, ok=True)
     entries = health.read(tmp_path, start)
     assert [e["ok"] for e in entries] == [True] and entries[0]["pid"] == os.getpid() and not entries[0]["worker"]
     assert len(health.read(tmp_path)) == 2 and health.read(tmp_path / "none") == []

@@ -29,9 +29,9 @@ from ..methods.registry import NO_PRESS
 from ..paths import results_dir
 from ..profiles import get_profile
 from ..sandbox import BoundaryUnavailable, plan
+from .board_runner import BoardRunner, Contender, baseline_contender, submission_contender
 from .boards.boards import Board, load_boards
 from .boards.items import board_items, split_seed
-from .evaluate import BoardRunner, Contender, baseline_contender, submission_contender
 from .scoring import score
 from .scoring.gate import gate
 
@@ -263,7 +263,7 @@ class Arena:
         return table.loc[table.overall.idxmax()]
 
     def _award(self, rule: str, board: Board, entry: dict, round_: int) -> float:
-        """Points under arena-core's rule, recorded as a ``points`` event."""
+        """Points under the arena's points rule, recorded as a ``points`` event."""
         from .scoring import points
 
         events = self.ledger.events()  # reviews recorded before this entry count: a flagged entry is no one's best

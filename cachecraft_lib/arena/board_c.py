@@ -8,7 +8,7 @@ reasoning*); on the paper profile they are MATH-500 problems (``math500``), wher
 eviction happens while the reasoning model writes up to ``max_new_tokens`` tokens. The full cache is the same
 run without a cap.
 
-Rows have the columns of the prefill boards (``evaluate.ROW_COLUMNS``), so ``score`` scores them the same way,
+Rows have the columns of the prefill boards (``board_runner.ROW_COLUMNS``), so ``score`` scores them the same way,
 plus the generated length (``G``) and the cap:
 
 - ``logical_entries`` = ``physical_entries``: the largest cache any forward attended over, summed over layers
@@ -35,8 +35,8 @@ from kvpress import KVPressTextGenerationPipeline
 from ..decoding.capped import CappedGenerator, cap_method
 from ..grid.decode import stop_ids
 from ..methods.registry import NO_PRESS
+from .board_runner import ROW_COLUMNS, Contender, count_flops, over_contexts
 from .boards.boards import Board
-from .evaluate import ROW_COLUMNS, Contender, count_flops, over_contexts
 
 C_COLUMNS = ROW_COLUMNS + ["generated_tokens", "cap", "max_cache"]
 

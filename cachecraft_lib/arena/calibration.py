@@ -1,6 +1,6 @@
 """Budgets for the embedded boards, measured: the best baseline should keep about 0.4-0.9 of the full cache.
 
-Why: the post's budgets (A: keep 2/5/10%, B: 10/25/50%) leave every method at the floor on the embedded model
+Why: the reference arena's budgets (A: keep 2/5/10%, B: 10/25/50%) leave every method at the floor on the embedded model
 (query-aware SnapKV keeps 0.40 of the full-cache score at 50% kept, 0.16 at 25%, 0.04 at 10%), so nothing could
 be told apart. ``calibrate_board`` runs the board's baselines on its dev items at candidate budgets and keeps
 the budgets where the best baseline's normalised accuracy lies in the target band; ``items_to_resolve`` says

@@ -35,7 +35,7 @@ POST_METHODS: tuple[PostMethod, ...] = (
 
 def _row(arena: Any, method: PostMethod, folder: Path) -> dict[str, Any]:
     """The method's dev result beside its board's best baseline, with the paired 95% interval of the gain."""
-    from .evaluate import submission_contender
+    from .board_runner import submission_contender
     from .submissions.folder import load_submission
 
     sub = load_submission(folder)

@@ -1,7 +1,7 @@
 """The arena's evaluations on a Ray cluster: ``arena baselines --ray`` and ``arena dev DIR --ray``.
 
 The unit of work is a (board, group of contexts) chunk with every contender of the run: one shared prefill
-per context serves all of them, as on the serial path (``evaluate.BoardRunner``). Chunks go to Ray actors,
+per context serves all of them, as on the serial path (``board_runner.BoardRunner``). Chunks go to Ray actors,
 one per GPU (or per ``cpus_per_task`` CPUs), each of which loads the model once and keeps it for every chunk
 and board of the session (a Ray task on a GPU would reload it: Ray ends a GPU task's worker after each call).
 
@@ -35,8 +35,8 @@ import pandas as pd
 from ..methods.registry import NO_PRESS
 from ..util.ray import Tracker, collect, ray_session, task_resources
 from .arena import Arena
+from .board_runner import Contender
 from .boards.boards import Board
-from .evaluate import Contender
 
 
 class ContendersFailed(RuntimeError):
@@ -227,7 +227,7 @@ class _Evaluator:
         if getattr(board, "decode_time", False):
             from .board_c import DecodeBoardRunner as Runner
         else:
-            from .evaluate import BoardRunner as Runner
+            from .board_runner import BoardRunner as Runner
 
         runner, failed = Runner(self.model, self.tokenizer, board), {}
         for context, items in chunk:

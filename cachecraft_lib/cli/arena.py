@@ -78,7 +78,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 
 def _cmd_dev(args: argparse.Namespace) -> int:
-    from ..arena.evaluate import baseline_contender, submission_contender
+    from ..arena.board_runner import baseline_contender, submission_contender
 
     arena = _arena(args)
     arena.board(args.board)
@@ -177,13 +177,13 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:
+    from ..arena.board_runner import baseline_contender
     from ..arena.boards.boards import write_budgets
     from ..arena.calibration import CANDIDATES, best_share_intervals, calibrate_board
-    from ..arena.evaluate import baseline_contender
 
     arena = _arena(args)
     if arena.boards[next(iter(arena.boards))].limits.mode == "absolute" and not args.force:
-        print(f"error: profile {args.profile} uses the post's budgets and absolute limits; calibration is for the "
+        print(f"error: profile {args.profile} uses the reference arena's budgets and absolute limits; calibration is for the "
               f"embedded profiles (pass --force to calibrate anyway)", file=sys.stderr)
         return 2
     names = [args.board] if args.board else list(arena.boards)

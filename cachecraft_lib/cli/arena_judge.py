@@ -96,7 +96,7 @@ def _judge(args: argparse.Namespace) -> int:
     name = str(meta.get("name") or folder.name)
     stored = _dev_report_path(arena, board, name)
     if args.run_dev:
-        from ..arena.evaluate import submission_contender
+        from ..arena.board_runner import submission_contender
         from ..arena.submissions.folder import load_submission
 
         sub = load_submission(folder)

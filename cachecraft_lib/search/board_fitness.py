@@ -3,7 +3,7 @@
 A candidate policy program is, in order:
 
 0. checked without running (``static_checks.stage0``: parse, imports, both functions, EVOLVE-BLOCK) and
-   converted to an arena submission folder (``arena.submissions.convert.program_to_submission``, the same conversion a
+   converted to an arena submission folder (``arena.submissions.from_program.program_to_submission``, the same conversion a
    search's best program gets before ``arena submit``);
 1. run on the gate items, the first dev context of each task, exactly as an arena submission runs (the arena's
    sandbox, its answers validated outside and applied by a real KVPress press); its score there is ``arena dev``'s
@@ -126,7 +126,7 @@ class BoardFitness:
 
     def convert(self, source: str) -> _Converted:
         """The program as an arena submission folder (raises ``ValueError``/``SubmissionError`` when it is not one)."""
-        from ..arena.submissions.convert import program_to_submission
+        from ..arena.submissions.from_program import program_to_submission
 
         name = candidate_name(source)
         folder = tempfile.TemporaryDirectory(prefix="cachecraft-candidate-")
@@ -136,7 +136,7 @@ class BoardFitness:
         return _Converted(name, sub, folder)
 
     def contender(self, converted: _Converted):
-        from ..arena.evaluate import submission_contender
+        from ..arena.board_runner import submission_contender
 
         return submission_contender(converted.submission, **self.limits)
 

@@ -24,10 +24,10 @@ def _evaluated(stage, program_path):
     try:
         result = stage(get_evaluator(), Path(program_path).read_text())
     except Exception as err:  # OpenEvolve would turn it into {"error": 0.0} and carry on
-        health.record(run_dir, ok=False, error=f"{type(err).__name__}: {err}")
+        health.append_outcome(run_dir, ok=False, error=f"{type(err).__name__}: {err}")
         raise
-    health.record(run_dir, ok=True)
-    memory.record(run_dir)
+    health.append_outcome(run_dir, ok=True)
+    memory.append_reading(run_dir)
     return as_openevolve(result)
 
 

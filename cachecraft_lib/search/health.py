@@ -25,7 +25,7 @@ class EveryChildFailed(RuntimeError):
     """Every child of a run failed in its worker's evaluator (not a candidate's fault)."""
 
 
-def record(run_dir: str | Path, ok: bool, error: str = "") -> None:
+def append_outcome(run_dir: str | Path, ok: bool, error: str = "") -> None:
     """Append this process's evaluation outcome (called by ``evaluator.py``, in the worker)."""
     line = {"pid": os.getpid(), "worker": multiprocessing.parent_process() is not None,
             "start_method": multiprocessing.get_start_method(allow_none=True), "ok": ok, "error": error[:2000]}

@@ -1,7 +1,7 @@
 """Peak memory of the processes that evaluate a search's candidates, read in those processes.
 
 The search's workers are spawned processes with their own model and prefills: a peak read in the process that
-drives the run says nothing about them. ``evaluator.py`` calls ``record`` after each evaluation, in the process
+drives the run says nothing about them. ``evaluator.py`` calls ``append_reading`` after each evaluation, in the process
 that did it; ``peaks`` gives each process's latest (largest) reading.
 """
 
@@ -30,7 +30,7 @@ def reading() -> dict:
             "rss_peak_mib": round(rss_mib, 1)}
 
 
-def record(run_dir: str | Path) -> None:
+def append_reading(run_dir: str | Path) -> None:
     """Append this process's reading to the run folder's memory file."""
     with open(Path(run_dir) / MEMORY_FILE, "a") as f:
         f.write(json.dumps(reading()) + "\n")

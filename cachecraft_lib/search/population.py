@@ -13,7 +13,7 @@ cache's decode and one decode batch of its own budgets. Here, per dev context:
 
 A candidate that fails on a context (hang, memory, out-of-range indices: any ``SubmissionError``) is refused
 there and left out of the following contexts; the others' rows do not change. The rows have the columns of
-``arena.evaluate.BoardRunner`` and are scored by the same ``arena.score.dev_report``.
+``arena.board_runner.BoardRunner`` and are scored by the same ``arena.score.dev_report``.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any
 import pandas as pd
 import torch
 
-from ..arena.evaluate import ROW_COLUMNS, BoardRunner, Contender, count_flops, over_contexts
+from ..arena.board_runner import ROW_COLUMNS, BoardRunner, Contender, count_flops, over_contexts
 from ..arena.submissions.folder import SubmissionError
 from ..grid.decode import CacheRow, decode_rows
 from ..methods.registry import NO_PRESS

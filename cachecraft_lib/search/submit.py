@@ -1,6 +1,6 @@
 """A search run's best program submitted to the arena like anyone's entry (``cachecraft arena submit-search``).
 
-The run's best program becomes a submission folder (``arena.submissions.convert.program_to_submission``); it is scored on
+The run's best program becomes a submission folder (``arena.submissions.from_program.program_to_submission``); it is scored on
 the board's dev items (``Arena.dev``, the same call as ``arena dev``); its DESCRIPTION.md is then rewritten
 from facts only: the lineage of edits that led to it (from the run's trace), the dev report's numbers, the
 rule judge's nearest prior art and its token similarity, and the limitations. ``metadata.yaml`` carries the
@@ -20,8 +20,8 @@ from typing import Any
 
 import yaml
 
-from ..arena.submissions.convert import find_program, program_to_submission
 from ..arena.submissions.folder import DESCRIPTION_FILE, METADATA_FILE
+from ..arena.submissions.from_program import find_program, program_to_submission
 from .runlog import best_child, lineage, load_run
 
 LINEAGE_SHOWN = 12  # edits listed in DESCRIPTION.md (the oldest elided beyond it)
@@ -137,7 +137,7 @@ SnapKV and H2O that it weighs.
 def prepare(run_folder: str | Path, out_dir: str | Path, board: str, arena: Any,
             name: str | None = None, author: str = "cachecraft-search") -> SearchSubmission:
     """Write the submission folder of ``run_folder``'s best program for ``board``, scored on its dev items."""
-    from ..arena.evaluate import submission_contender
+    from ..arena.board_runner import submission_contender
     from ..arena.judges.bundle import dev_report_json
     from ..arena.submissions.folder import load_submission
 

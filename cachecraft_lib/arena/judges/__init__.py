@@ -1,10 +1,10 @@
-"""The arena's judges: ``review(bundle)`` -> novelty 0-5, effectiveness 0-5, soundness 0-3, the post's flags.
+"""The arena's judges: ``review(bundle)`` -> novelty 0-5, effectiveness 0-5, soundness 0-3, the reference arena's flags.
 
 Two judges read the same ``Bundle`` (a submission's code, DESCRIPTION.md, metadata, the arena's own dev report and
 the earlier entries; never the test items, nothing of the arena's ``private/``):
 
 - ``rules`` (``rules.review_rules``): offline, no network; code similarity (``similarity``, ``references``) and
-  behaviour on probe layers and on real board layers the judge draws (``behaviour``, ``forms``, ``layers``; a
+  behaviour on probe layers and on real board layers the judge draws (``behaviour``, ``numpy_baselines``, ``layers``; a
   method failing on them is flagged ``CRASHED_ON_JUDGE_INPUTS``), DESCRIPTION sections and claimed numbers against the dev
   report (``claims``), effectiveness from the dev report;
 - ``openai`` (``llm.LLMJudge``): any OpenAI-compatible endpoint, two model families, a third call breaking ties.

@@ -4,7 +4,7 @@ Token similarity reads structure, so it misses a baseline rewritten with other o
 array calls) and cannot tell a sign flip (keeping the largest key norms instead of the smallest reads like
 K-norm). Running the method answers both: on a few seeded synthetic layers (the arena's ``Layer``: keys
 and the window's queries after RoPE, random but fixed) at two budgets, the share of kept entries it has in
-common with each baseline's numpy form (``forms``). ``overlap >= SAME`` is the same method whatever its
+common with each baseline's numpy form (``numpy_baselines``). ``overlap >= SAME`` is the same method whatever its
 code; below ``DIFFERENT`` it is another method whatever its tokens.
 
 Synthetic probes alone can be evaded (a method can recognise their fixed shapes), so the judge also runs the
@@ -28,7 +28,7 @@ from ..submissions.folder import Submission, SubmissionError, check_method, load
 from ..submissions.method_api import Layer
 from ..submissions.sandbox import Limits, MethodSandbox
 from .bundle import Bundle
-from .forms import FORMS
+from .numpy_baselines import FORMS
 
 SAME, DIFFERENT = 0.98, 0.90
 SHAPE = {"heads": 2, "groups": 2, "tokens": 128, "window": 32, "dim": 16}

@@ -13,7 +13,7 @@ author in the ledger) is never its own earlier entry. Nothing under the arena's 
 test values) is ever read: a judge sees what a submitter sees, plus the other entries.
 
 ``metadata.yaml`` may say which model family wrote the submission (``written_by: claude``), so the LLM judge
-can break a tie with the other family, as the post's judges did.
+can break a tie with the other family, as the reference arena's judges did.
 """
 
 from __future__ import annotations

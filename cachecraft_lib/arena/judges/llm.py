@@ -5,7 +5,7 @@ Each call sends ``prompt.messages(bundle)`` with ``temperature=0`` and ``respons
 field, a score out of range or not an integer, an unknown flag is refused with ``ReviewError`` naming the
 field, the model and what was expected; nothing malformed is ever scored.
 
-Panel (the post's): two models of different families review the bundle. When they differ by more than one
+Panel (the reference arena's): two models of different families review the bundle. When they differ by more than one
 point on any score, or one raises a flag the other does not (a flag zeroes the points, so one judge alone
 neither decides nor is ignored), a third call breaks the tie, made with the family that did not write the
 submission when ``metadata.yaml`` says which did (``written_by``). The result is the median of three scores

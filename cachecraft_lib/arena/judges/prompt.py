@@ -1,6 +1,6 @@
 """What the LLM judge is told, and the JSON schema its answer must follow (kept here so anyone can read it).
 
-The instructions follow the post's judges: score novelty 0-5, effectiveness 0-5, soundness 0-3, raise any of
+The instructions follow the reference arena's judges: score novelty 0-5, effectiveness 0-5, soundness 0-3, raise any of
 five flags, compare with the earlier entries, and do not reward writing over evidence. The judge sees the
 bundle (code, DESCRIPTION.md, metadata, dev report, earlier entries) as JSON, never the test items.
 """

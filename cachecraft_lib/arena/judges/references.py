@@ -1,7 +1,7 @@
 """What a submission's code is compared with: the baselines' sources, this project's presses, earlier entries.
 
 - KVPress's presses that the boards use as baselines, read with ``inspect`` (the installed version's code);
-- the same baselines as an arena submission would write them in numpy (``forms``): a submission can import
+- the same baselines as an arena submission would write them in numpy (``numpy_baselines``): a submission can import
   only numpy, so a copied press arrives as a port;
 - this project's presses: FRC and V1 (CacheCraft's own methods) and its ports of H2O and R-KV;
 - earlier arena entries (``Bundle.earlier``).
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from . import forms
+from . import numpy_baselines
 
 PROJECT = "cachecraft"
 
@@ -94,12 +94,12 @@ def known_code() -> tuple[Reference, ...]:
         _ref("cachecraft policy program FRC", "FRC", _source(frc_policy)),
         _ref("cachecraft policy program V1", "V1", _source(v1_generic_scorer)),
     ]
-    helper = _source(forms._window_attention)
-    for key, func in forms.FORMS.items():
+    helper = _source(numpy_baselines._window_attention)
+    for key, func in numpy_baselines.FORMS.items():
         body = _source(func)
         if "_window_attention" in body:
             body = helper + "\n" + body
-        refs.append(_ref(f"arena form of {forms.METHOD[key]}", forms.METHOD[key], body))
+        refs.append(_ref(f"arena form of {numpy_baselines.METHOD[key]}", numpy_baselines.METHOD[key], body))
     return tuple(refs)
 
 

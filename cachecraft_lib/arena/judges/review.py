@@ -1,4 +1,4 @@
-"""A judge's review: the post's three scores, its five flags, notes, and which judge wrote it.
+"""A judge's review: the reference arena's three scores, its five flags, notes, and which judge wrote it.
 
 The post's judges scored novelty (0-5), effectiveness (0-5) and soundness (0-3) and could raise five flags;
 a flag zeroes the submission's points (``points.py``). ``Review.checked`` refuses anything outside those

@@ -20,7 +20,7 @@
   source; whether the prose misdescribes what the code does is a reading of meaning it cannot do (the LLM
   judge's ``MISSTATED_METHOD``). A renamed baseline presented as new is exactly prior art left undisclosed.
   A copy of an earlier arena entry by another author that the DESCRIPTION does not name raises
-  ``MISSING_ATTRIBUTION`` (the post: a DESCRIPTION names "any arena implementation it builds on"). A copy that
+  ``MISSING_ATTRIBUTION`` (the reference arena: a DESCRIPTION names "any arena implementation it builds on"). A copy that
   names its source is honest: novelty 0, no flag. (The gate alone does not stop a copy: a renamed SnapKV run
   in the sandbox beats KVPress's SnapKV by its uncounted compression overhead, +0.0007 on the smoke profile.)
   The author's own earlier code (same ``author``, e.g. CacheCraft's FRC press for the FRC entry) is not copying.
@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 from ..submissions import folder as submission
 from ..submissions.folder import SubmissionError, check_metadata
-from . import forms
+from . import numpy_baselines
 from .behaviour import DIFFERENT, SAME, measure
 from .bundle import Bundle
 from .claims import check_claims, missing_sections, sections
@@ -92,7 +92,7 @@ def closest(bundle: Bundle) -> tuple[list[Match], list[Match]]:
 def _copied(bundle: Bundle, others: list[Match], acts: dict[str, float], notes: list[str]) -> Reference | None:
     """The reference the code copies, by tokens or by behaviour; a behaviour that differs overrules the tokens."""
     top = others[0] if others else None
-    form = {v: k for k, v in forms.METHOD.items()}
+    form = {v: k for k, v in numpy_baselines.METHOD.items()}
     if top is not None and top.copy:
         key = form.get(top.reference.method)
         if key in acts and acts[key] < DIFFERENT:
@@ -104,7 +104,7 @@ def _copied(bundle: Bundle, others: list[Match], acts: dict[str, float], notes: 
         return top.reference
     same = [k for k, v in sorted(acts.items(), key=lambda kv: -kv[1]) if v >= SAME]
     if same:
-        ref = next(r for r in known_code() if r.name == f"arena form of {forms.METHOD[same[0]]}")
+        ref = next(r for r in known_code() if r.name == f"arena form of {numpy_baselines.METHOD[same[0]]}")
         notes.append(f"the method behaves as {_what(ref)}: it keeps {acts[same[0]]:.2f} of the entries that form "
                      "keeps on the probe layers, whatever its code")
         return ref

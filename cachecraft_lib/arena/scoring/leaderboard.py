@@ -1,6 +1,6 @@
 """Leaderboards derived from the ledger, never stored on their own: a table per board, Markdown/CSV, a figure.
 
-Why derived: the ledger is the one append-only, hash-chained record (arena-core's ``ledger.Ledger``); a
+Why derived: the ledger is the one append-only, hash-chained record (``ledger.Ledger``); a
 leaderboard that is recomputed from it cannot drift from it, and an edited ledger line fails
 ``Ledger.events()`` before any leaderboard is drawn.
 

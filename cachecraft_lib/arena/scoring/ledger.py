@@ -33,7 +33,7 @@ KINDS = ("round", "baseline", "submission", "rejection", "points", "review")
 # arena-3: events signed (Ed25519), salted round commitments, reserved names, normalised authors
 RULES_VERSION = "arena-3"
 SIGNED_SINCE = 3  # events of rules version arena-3 and later are signed: unsigned, they were stripped
-RATE_LIMIT, RATE_WINDOW = 5, timedelta(hours=24)  # the post: 5 official submissions per author per 24 hours
+RATE_LIMIT, RATE_WINDOW = 5, timedelta(hours=24)  # the reference arena: 5 official submissions per author per 24 hours
 COUNTED = ("submission", "rejection")
 HEAD_FILE = "ledger_head.json"
 

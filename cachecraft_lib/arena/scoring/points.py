@@ -1,11 +1,11 @@
-"""Points: the post's rule, which locked its leaderboard, and ours, which keeps real improvements worth submitting.
+"""Points: the reference arena's rule, which locked its leaderboard, and ours, which keeps real improvements worth submitting.
 
 Points are ``SCALE`` (100) times a gain in overall score. ``award`` returns what one new entry adds to its
 author's total on a board, from the board's standing (the ledger's baseline and submission payloads).
 
 - ``post`` (the seed post): credit only for moving the board's current best (the gate passed), worth the gain
   over that moving best, and an author's total counts only their single best submission per board. An author
-  who already leads must beat their own entry by more than their previous gain to earn anything: the post's
+  who already leads must beat their own entry by more than their previous gain to earn anything: the reference arena's
   agents called the board "locked" and stopped submitting.
 - ``frozen_bar`` (ours): credit against the bar frozen at launch (the best eligible baseline of the round):
   ``SCALE * (overall - bar)`` once the gain over the bar is resolved (its lower bound above the gate's
@@ -34,7 +34,7 @@ import pandas as pd
 from ...methods.registry import NO_PRESS
 
 SCALE = 100.0
-GATE_THRESHOLD = 0.005  # the post's gate: lower end of the gain's 95% interval at +0.005 or more
+GATE_THRESHOLD = 0.005  # the reference arena's gate: lower end of the gain's 95% interval at +0.005 or more
 
 
 @dataclass(frozen=True)

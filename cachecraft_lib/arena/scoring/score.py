@@ -115,7 +115,7 @@ def best_baseline(scores: pd.DataFrame, exclude: tuple[str, ...] = (NO_PRESS, "r
 def eligible(row: pd.Series, board: Board, reference: pd.Series | None = None) -> tuple[bool, str]:
     """Whether a method's scores meet the board's limits, and why not.
 
-    ``absolute``: accuracy >= limit and memory + speed >= limit (the post's 0.6 and 0.15). ``relative``: the same
+    ``absolute``: accuracy >= limit and memory + speed >= limit (the reference arena's 0.6 and 0.15). ``relative``: the same
     as fractions of ``reference`` (the best baseline's row): the embedded model's baselines sit far below the
     post's absolute limits at any budget that leaves something to gain.
     """

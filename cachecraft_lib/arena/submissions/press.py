@@ -12,7 +12,7 @@ Presses of the same submission and limits share one sandboxed child (``sandbox_f
 per evaluation (``Limits.wall_s``, over all its contexts' sandboxes; ``start_evaluation`` starts a fresh one): an evaluation builds
 a press per context and budget, and a child per press would cost more than the method. A failure raises
 ``SubmissionError`` with its kind and retires the child; ``close_sandboxes`` ends them all (also at exit).
-The runners end them before every context (``evaluate.over_contexts``): a method's state (``self``) lives for
+The runners end them before every context (``board_runner.over_contexts``): a method's state (``self``) lives for
 one context, so it cannot count contexts or carry what it saw on one context to the next (the dev and test
 splits differ in their number of contexts; see arena/README.md). ``BOUNDARIES`` keeps, per code hash, the
 boundary the sandbox reported (its ``boundary`` attribute), for the ledger's entry.

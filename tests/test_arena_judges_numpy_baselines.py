@@ -12,7 +12,7 @@ import torch
 from kvpress import KnormPress, ScorerPress, SnapKVPress, StreamingLLMPress, TOVAPress
 from kvpress.utils import compute_n_kept
 
-from cachecraft_lib.arena.judges import forms
+from cachecraft_lib.arena.judges import numpy_baselines
 from cachecraft_lib.arena.submissions.method_api import Layer
 from cachecraft_lib.arena.submissions.press import key_positions, window_queries
 from cachecraft_lib.models.prefill import SharedPrefill
@@ -53,7 +53,7 @@ def _kept(scores: torch.Tensor, budget: int) -> list[set[int]]:
                                          ("knorm", KnormPress(RATIO)), ("streaming_llm", StreamingLLMPress(RATIO))])
 def test_a_form_keeps_what_its_press_keeps(prefill, name, press):
     theirs = prefill.scores_for(press)
-    ours = prefill.scores_for(FormPress(RATIO, form=forms.FORMS[name]))
+    ours = prefill.scores_for(FormPress(RATIO, form=numpy_baselines.FORMS[name]))
     budget = compute_n_kept(prefill.context_length, RATIO)
     for layer, (a, b) in enumerate(zip(ours, theirs, strict=True)):
         assert a.shape == b.shape, (name, layer)

@@ -5,7 +5,7 @@ Token similarity to KVPress's torch source catches part of that (``similarity`` 
 operations to the same words), a port written against the arena's ``Layer`` is caught best by a reference
 written against it too. Each function follows its KVPress press (named in its docstring) on the arena's
 inputs (``method_api.Layer``: keys (H_kv, L, D), window queries (H_q, W, D), after RoPE); SnapKV, TOVA,
-K-norm and StreamingLLM keep exactly what their presses keep (``tests/test_arena_judges_forms.py``).
+K-norm and StreamingLLM keep exactly what their presses keep (``tests/test_arena_judges_numpy_baselines.py``).
 The rule judge reads their source (``inspect``); they are never run on submissions' behalf.
 """
 

@@ -100,7 +100,7 @@ def baseline_contender(name: str) -> Contender:
 
 
 def submission_contender(sub: Any, **limits: Any) -> Contender:
-    """A checked submission (``submission.Submission``) through arena-core's sandboxed press; on board C its
+    """A checked submission (``submission.Submission``) through the arena's sandboxed press; on board C its
     ``decode`` hook through the capped generator (``arena.decode``)."""
     from .submissions.press import submission_press
 
