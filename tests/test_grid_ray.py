@@ -136,12 +136,10 @@ def _finished(out: Path) -> dict[str, int]:
     return {p.parent.name: p.stat().st_mtime_ns for p in out.glob("*/result.json")}
 
 
-@pytest.mark.slow
-def test_ctrl_c_cancels_cleanly_leaves_no_ray_process_and_a_rerun_resumes(tmp_path):
-    """SIGINT to the process group (a terminal's Ctrl-C) once the first group's cells are finished."""
-    pytest.importorskip("ray")
+def _interrupt_after_first_group(out: Path, log: Path) -> tuple[subprocess.Popen, float, list]:
+    """Start the Ray grid, send SIGINT to its process group (a terminal's Ctrl-C) once the first cells are
+    finished; returns the process, the seconds it took to exit, and the Ray processes it had started."""
     psutil = pytest.importorskip("psutil")
-    out, log = tmp_path / "grid", tmp_path / "run.log"
     with open(log, "w") as f:
         proc = subprocess.Popen(_cachecraft_grid_ray(out), stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
     try:
@@ -157,7 +155,23 @@ def test_ctrl_c_cancels_cleanly_leaves_no_ray_process_and_a_rerun_resumes(tmp_pa
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-    waited = time.monotonic() - sent
+    return proc, time.monotonic() - sent, ray_procs
+
+
+@pytest.mark.slow
+def test_ctrl_c_cancels_cleanly_leaves_no_ray_process_and_a_rerun_resumes(tmp_path):
+    """SIGINT once the first group's cells are finished. On a loaded machine the signal can arrive after the
+    last cell, while the run is already shutting down (Ray's shutdown ignores a second Ctrl-C on purpose): the
+    run then ends as a success with every cell done, which says nothing about an interruption, so that attempt
+    is repeated (at most three); an interrupted run must behave as below every time."""
+    pytest.importorskip("ray")
+    psutil = pytest.importorskip("psutil")
+    cells = grid_cells(get_profile("smoke"))
+    for attempt in range(3):
+        out, log = tmp_path / f"grid{attempt}", tmp_path / f"run{attempt}.log"
+        proc, waited, ray_procs = _interrupt_after_first_group(out, log)
+        if not (proc.returncode == 0 and len(_finished(out)) == len(cells)):
+            break
     text = log.read_text()
     assert proc.returncode != 0 and waited < 30, (waited, text[-2000:])  # promptly, and not as a success
     assert "interrupted: Ray tasks cancelled; finished cells are saved" in text, text[-2000:]
@@ -165,7 +179,6 @@ def test_ctrl_c_cancels_cleanly_leaves_no_ray_process_and_a_rerun_resumes(tmp_pa
     assert not alive, [(p.pid, " ".join(p.cmdline())[:80]) for p in alive]  # no Ray process left behind
 
     finished = _finished(out)
-    cells = grid_cells(get_profile("smoke"))
     assert 0 < len(finished) < len(cells)  # the second group was interrupted
     again = subprocess.run(_cachecraft_grid_ray(out), capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stderr[-2000:]
