@@ -1,9 +1,9 @@
 """The map of the library: one line per package and module, its comment the first sentence of the module's
 docstring, so the map says what the code says and lists every file (tests/test_library_map.py). The README
-shows the packages only; docs/library_map.md shows every file.
+shows the packages, then every file in a folded block under them.
 
     python scripts/library_map.py            # print the full map
-    python scripts/library_map.py --write    # rewrite the README's block (packages) and docs/library_map.md
+    python scripts/library_map.py --write    # rewrite the README's two blocks (packages; every file)
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ LIB = REPO / "cachecraft_lib"
 WIDTH = 118  # the README's code block stays readable without scrolling
 SKIP_DIRS = {"__pycache__"}
 OPEN, CLOSE = "<!-- library-map:start -->", "<!-- library-map:end -->"
+FILES_OPEN, FILES_CLOSE = "<!-- library-files:start -->", "<!-- library-files:end -->"
 
 
 def first_sentence(path: Path) -> str:
@@ -71,22 +72,20 @@ def library_map(files: bool = True) -> str:
     return "\n".join(["cachecraft_lib/", *_entries(LIB, 1, files)])
 
 
-def readme_block(text: str) -> str:
-    """The map as it stands in the README (between its two markers, inside the code fence)."""
-    start, end = text.index(OPEN) + len(OPEN), text.index(CLOSE)
+def readme_block(text: str, markers: tuple[str, str] = (OPEN, CLOSE)) -> str:
+    """A map as it stands in the README (between its two markers, inside the code fence)."""
+    start, end = text.index(markers[0]) + len(markers[0]), text.index(markers[1])
     return text[start:end].strip().removeprefix("```").removesuffix("```").strip()
 
 
-DOC = REPO / "docs" / "library_map.md"
-DOC_HEAD = ("# The library, file by file\n\nOne line per package and module, each comment the opening sentence of its "
-            "docstring; written by `python scripts/library_map.py --write` (a test keeps it complete).\n\n")
+def _replace(text: str, markers: tuple[str, str], body: str) -> str:
+    start, end = text.index(markers[0]) + len(markers[0]), text.index(markers[1])
+    return text[:start] + "\n```\n" + body + "\n```\n" + text[end:]
 
 
-def write(readme: Path = REPO / "README.md", doc: Path = DOC) -> None:
-    text = readme.read_text()
-    start, end = text.index(OPEN) + len(OPEN), text.index(CLOSE)
-    readme.write_text(text[:start] + "\n```\n" + library_map(files=False) + "\n```\n" + text[end:])
-    doc.write_text(DOC_HEAD + OPEN + "\n```\n" + library_map() + "\n```\n" + CLOSE + "\n")
+def write(readme: Path = REPO / "README.md") -> None:
+    text = _replace(readme.read_text(), (OPEN, CLOSE), library_map(files=False))
+    readme.write_text(_replace(text, (FILES_OPEN, FILES_CLOSE), library_map()))
 
 
 if __name__ == "__main__":

@@ -118,7 +118,7 @@ def test_ray_baselines_and_dev_equal_the_serial_run(ray_cluster, serial, tmp_pat
 def test_a_raising_baseline_is_reported_and_the_others_are_recorded(ray_cluster, serial, tmp_path, monkeypatch):
     from cachecraft_lib.arena.ray_eval import RayArena, ray_baselines
 
-    monkeypatch.setitem(REGISTRY, RAISES, Method(RAISES, "raises on purpose", lambda r: _RaisingPress(r),
+    monkeypatch.setitem(REGISTRY, RAISES, Method(RAISES, lambda r: _RaisingPress(r), "raises on purpose",
                                                  arena_baseline=True))
     with _small(RayArena("smoke", tmp_path, progress=False), ("snapkv", RAISES, "no_press")) as arena:
         scores, failed = ray_baselines(arena, ["A"], SECRET)["A"]

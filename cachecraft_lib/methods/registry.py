@@ -47,8 +47,8 @@ class Method:
     """A named method: its prefill press and/or decode-time scorer, and what it needs from the pipeline."""
 
     name: str
+    build: Callable[[float], BasePress | None] | None  # the prefill press at a compression ratio (None: decode-time only)
     description: str
-    build: Callable[[float], BasePress | None] | None = None  # the prefill press at a compression ratio
     decode: Callable[[], ScorerPress | None] | None = None  # a fresh decode-time scorer (None: prefill only)
     decode_window: int = 1  # recent tokens the decode-time scorer reads
     decode_accumulate: bool = False  # the decode-time scorer needs the attention received so far (H2O)
@@ -71,7 +71,8 @@ class Method:
 
 
 def _m(name: str, description: str, build: Callable[[float], BasePress | None] | None, **needs) -> Method:
-    return Method(name, description, build, **needs)
+    """An entry written description first, so the table below reads as a list of methods."""
+    return Method(name, build, description, **needs)
 
 
 REGISTRY: dict[str, Method] = {m.name: m for m in (
