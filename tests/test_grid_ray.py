@@ -136,12 +136,19 @@ def _finished(out: Path) -> dict[str, int]:
     return {p.parent.name: p.stat().st_mtime_ns for p in out.glob("*/result.json")}
 
 
+def _as_in_a_terminal() -> None:
+    """A command typed in a terminal has Ctrl-C's default action; a test suite started in the background by a
+    non-interactive shell inherits SIGINT ignored (POSIX), and Python then installs no KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _interrupt_after_first_group(out: Path, log: Path) -> tuple[subprocess.Popen, float, list]:
     """Start the Ray grid, send SIGINT to its process group (a terminal's Ctrl-C) once the first cells are
     finished; returns the process, the seconds it took to exit, and the Ray processes it had started."""
     psutil = pytest.importorskip("psutil")
     with open(log, "w") as f:
-        proc = subprocess.Popen(_cachecraft_grid_ray(out), stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(_cachecraft_grid_ray(out), stdout=f, stderr=subprocess.STDOUT, start_new_session=True,
+                                preexec_fn=_as_in_a_terminal)
     try:
         deadline = time.monotonic() + 300
         while not _finished(out) and proc.poll() is None and time.monotonic() < deadline:
@@ -160,18 +167,12 @@ def _interrupt_after_first_group(out: Path, log: Path) -> tuple[subprocess.Popen
 
 @pytest.mark.slow
 def test_ctrl_c_cancels_cleanly_leaves_no_ray_process_and_a_rerun_resumes(tmp_path):
-    """SIGINT once the first group's cells are finished. On a loaded machine the signal can arrive after the
-    last cell, while the run is already shutting down (Ray's shutdown ignores a second Ctrl-C on purpose): the
-    run then ends as a success with every cell done, which says nothing about an interruption, so that attempt
-    is repeated (at most three); an interrupted run must behave as below every time."""
+    """SIGINT to the process group (a terminal's Ctrl-C) once the first group's cells are finished."""
     pytest.importorskip("ray")
     psutil = pytest.importorskip("psutil")
     cells = grid_cells(get_profile("smoke"))
-    for attempt in range(3):
-        out, log = tmp_path / f"grid{attempt}", tmp_path / f"run{attempt}.log"
-        proc, waited, ray_procs = _interrupt_after_first_group(out, log)
-        if not (proc.returncode == 0 and len(_finished(out)) == len(cells)):
-            break
+    out, log = tmp_path / "grid", tmp_path / "run.log"
+    proc, waited, ray_procs = _interrupt_after_first_group(out, log)
     text = log.read_text()
     assert proc.returncode != 0 and waited < 30, (waited, text[-2000:])  # promptly, and not as a success
     assert "interrupted: Ray tasks cancelled; finished cells are saved" in text, text[-2000:]
