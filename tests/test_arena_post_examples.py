@@ -191,3 +191,49 @@ def test_kvprior_fit_has_help():
     out = subprocess.run([sys.executable, str(EXAMPLES / "kvprior" / "fit.py"), "--help"], capture_output=True,
                          text=True, check=True, env={"PYTHONPATH": str(Path(__file__).resolve().parents[1])})
     assert "dev items" in out.stdout and "--out" in out.stdout
+
+
+# ------------------------------------------------------------------------- head-adaptive allocation (Ada-KV)
+HEAD_ZERO_FIRST = '''import numpy as np
+
+
+class Method:
+    def score(self, layer):
+        """Head 0's entries all score above every other head's: pooled, head 0 gets far more than its share."""
+        s = np.tile(np.linspace(0.0, 1.0, layer.n_tokens), (layer.n_kv_heads, 1))
+        s[0] += 10.0
+        return s
+'''
+
+
+def test_head_adaptive_allocation_pools_a_layers_budget_over_its_heads(model_tok, tmp_path):
+    import shutil
+
+    from cachecraft_lib.arena.submissions.folder import SubmissionError
+    from cachecraft_lib.arena.submissions.press import submission_press
+    from cachecraft_lib.grid.decode import _head_mask
+    from cachecraft_lib.models.prefill import SharedPrefill
+
+    model, _ = model_tok
+    folder = tmp_path / "pooled"
+    shutil.copytree(EXAMPLES / "baselines" / "knorm", folder)
+    (folder / "method.py").write_text(HEAD_ZERO_FIRST)
+    (folder / "metadata.yaml").write_text("name: pooled\nauthor: tester\nboards: [A]\nallocation: head_adaptive\n")
+    sub = load_submission(folder)
+    assert sub.allocation == "head_adaptive" and "head_adaptive" in sub.hooks
+    import torch
+
+    prefill = SharedPrefill(model, torch.randint(10, 1000, (1, 100), generator=torch.Generator().manual_seed(0)))
+    cache = prefill.cache_for(submission_press(sub, 0.5))
+    for layer in range(len(cache.layers)):
+        attn = model.model.layers[layer].self_attn
+        mask = _head_mask(attn, cache.layers[layer].keys)  # True = evicted (masked; the entry stays physically)
+        kept = (~mask).sum(dim=-1)  # (H_kv,) entries each head keeps
+        assert cache.layers[layer].keys.shape[2] == 100  # masked, not removed: no physical memory saved
+        assert int(kept.sum()) == 50 * cache.layers[layer].keys.shape[1]  # the layer's budget, pooled
+        assert int(kept[0]) == 100 and int(kept[1:].min()) >= 10  # head 0 keeps all; the others their safeguard
+    close_sandboxes()
+    (folder / "metadata.yaml").write_text("name: pooled\nauthor: tester\nboards: [A]\nallocation: per_token\n")
+    with pytest.raises(SubmissionError) as err:
+        load_submission(folder)
+    assert err.value.kind == "bad_metadata"
