@@ -106,4 +106,11 @@ def post_methods_table(arena: Any, examples: Path = EXAMPLES, secret: bytes | No
         row.update({"post_board": method.post_board, "post_score": method.post_score,
                     "post_bar": f"{method.post_bar} ({method.post_bar_method})"})
         rows.append(row)
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    return table[[c for c in COLUMNS if c in table.columns]]
+
+
+COLUMNS = ("method", "board", "overall", "lo", "hi", "best_baseline", "baseline_overall", "gain", "gain_lo",
+           "gain_hi", "verdict", "bar_baseline", "bar_gain", "bar_gain_lo", "bar_gain_hi", "test_overall", "test_lo",
+           "test_hi", "test_best", "test_gain", "test_gain_lo", "test_gain_hi", "test_verdict", "post_board",
+           "post_score", "post_bar", "why_board")
