@@ -34,13 +34,31 @@ def test_wherewhat_a_is_snapkv_times_a_query_free_factor():
 
 
 def test_post_methods_table_on_the_smoke_boards(tmp_path: Path):
+    """wherewhat_a on board A's dev items and, through the arena's submit path with notebook 07's public demo
+    secret, on its test items in an arena folder of its own (the other methods: tests/test_arena_post_examples.py
+    and notebook 07's smoke run)."""
     from cachecraft_lib.arena.arena import Arena
 
-    table = post_methods_table(Arena("smoke", tmp_path)).set_index("method")
-    assert list(table.index) == [m.name for m in POST_METHODS]
-    row = table.loc["wherewhat_a"]
-    assert row.board == "A" and row.lo <= row.overall <= row.hi and not math.isnan(row.gain_lo)
+    demo = b"909b628237c7edbf7e55da110f8e540a7098dee6e03c29b7e1e3931efc380fc1"  # notebook 07's public secret
+    arena = Arena("smoke", tmp_path / "dev", progress=False)
+    table = post_methods_table(arena, secret=demo, test_root=tmp_path / "post", methods=["wherewhat_a"])
+    row = table.set_index("method").loc["wherewhat_a"]
+    assert row.board == row.post_board == "A" and row.lo <= row.overall <= row.hi and not math.isnan(row.gain_lo)
     assert row.gain_lo <= row.gain <= row.gain_hi and row.verdict in ("better", "worse", "inconclusive")
     assert row.best_baseline not in ("no_press", "random") and row.post_score == 0.812
-    for name in ("spanvote", "probevr", "kvprior"):
-        assert table.loc[name].verdict.startswith(("not built", "board "))
+    assert row.test_lo <= row.test_overall <= row.test_hi and row.test_gain_lo <= row.test_gain <= row.test_gain_hi
+    assert row.test_verdict in ("better", "worse", "inconclusive")
+    submitted = [e for e in Arena("smoke", tmp_path / "post").ledger.events() if e["kind"] == "submission"]
+    assert [e["payload"]["name"] for e in submitted] == ["wherewhat-a"]  # its own ledger, the caller's untouched
+    assert not (tmp_path / "dev" / "ledger.jsonl").exists()
+
+
+def test_every_post_method_has_its_folder_and_board():
+    from cachecraft_lib.arena.boards.boards import load_boards
+
+    boards = load_boards("cpu")
+    for method in POST_METHODS:
+        sub = load_submission(EXAMPLES / method.name)
+        assert method.board in sub.boards and method.board in boards
+    spanvote = next(m for m in POST_METHODS if m.name == "spanvote")
+    assert spanvote.post_board == "A" and boards[spanvote.board].allows_whole_cache  # where its hook runs

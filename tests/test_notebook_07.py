@@ -73,6 +73,14 @@ def test_notebook_07_arena(two_runs):
     replay = {row["name"]: row for row in r["replay"]}
     assert replay["agent2-002 spanvote"]["post"] == 0 < replay["agent2-002 spanvote"]["frozen_bar"]
     assert "embedded tiny model" in r["label"]
+    post = {row["method"]: row for row in r["post_methods"]}  # the post's four methods, dev and test (own ledger)
+    assert sorted(post) == ["kvprior", "probevr", "spanvote", "wherewhat_a"]
+    for row in post.values():
+        assert row["lo"] <= row["overall"] <= row["hi"] and row["gain_lo"] <= row["gain"] <= row["gain_hi"]
+        assert row["test_lo"] <= row["test_overall"] <= row["test_hi"]
+        assert row["test_gain_lo"] <= row["test_gain"] <= row["test_gain_hi"]
+    assert post["spanvote"]["board"] == "B_offline" and post["spanvote"]["post_board"] == "A"
+    assert post["kvprior"]["bar_baseline"] == "h2o"  # the post's bar, run on this board
     for name in ("table_arena_boards.md", "table_arena_baselines_dev.csv", "table_arena_sizing.md",
                  "table_arena_leaderboard.md", "fig_arena_leaderboard.png", "table_arena_points_replay.md",
                  "table_arena_reviews.md", "table_arena_judge_calibration.md",

@@ -229,6 +229,8 @@ class Arena:
             entry["params_sha256"] = sub.params_sha256
         if sub.probes:
             entry["probes"] = list(sub.probes)
+        if getattr(sub, "allocation", "uniform") != "uniform":  # metadata's head-adaptive budgets change the run
+            entry["allocation"] = sub.allocation
         if origin := metadata_origin(folder):  # e.g. a search run's id, seed and iterations
             entry["origin"] = origin
         event = self.ledger.append("submission", entry)

@@ -59,6 +59,7 @@ class Submission:
     params_sha256: str = ""
     probes: tuple[str, ...] = ()  # probe texts from metadata.yaml (hooks.probes)
     whole_cache: bool = False  # Method defines whole_cache(cache) (boards allowing one-off compression)
+    allocation: str = "uniform"  # metadata ``allocation``: "head_adaptive" pools a layer's budget over its heads
 
     def __post_init__(self) -> None:
         if not self.code:
@@ -83,7 +84,7 @@ class Submission:
         """The interface hooks this submission uses (``arena check`` prints them; docs/arena_submissions.md)."""
         named = (("score", self.returns == "scores"), ("keep", self.returns == "indices"), ("decode", self.decode),
                  ("whole_cache", self.whole_cache), ("params", bool(self.params)), ("probes", bool(self.probes)),
-                 ("rewrite", self.rewrites))
+                 ("rewrite", self.rewrites), ("head_adaptive", self.allocation == "head_adaptive"))
         return tuple(h for h, on in named if on)
 
     @property
@@ -126,8 +127,24 @@ def load_submission(folder: str | Path) -> Submission:
     if params and not _init_takes_params(code):
         raise SubmissionError("bad_method", f"the folder ships params.npz: class {METHOD_CLASS} must define "
                                             "__init__(self, params) (the arrays arrive there, read-only)")
+    allocation = check_allocation(yaml.safe_load(metadata).get("allocation"), returns, probes, whole)
     return Submission(folder.resolve(), name, author, boards, hashlib.sha256(code).hexdigest(), returns, decode,
-                      code, params, params_sha256, probes, whole)
+                      code, params, params_sha256, probes, whole, allocation)
+
+
+def check_allocation(value: object, returns: str, probes: tuple[str, ...], whole: bool) -> str:
+    """``allocation`` from metadata.yaml: ``uniform`` (default, ``budget`` entries per KV head) or
+    ``head_adaptive`` (Ada-KV: a layer's ``budget x heads`` entries go to the highest scores over all its heads
+    together, each head keeping at least a fifth of its budget; applied by masking keys, as KVPress's AdaKVPress
+    does, so the physical cache is not smaller). Only a per-layer ``score`` method can be allocated this way."""
+    if value is None or value == "uniform":
+        return "uniform"
+    if value != "head_adaptive":
+        raise SubmissionError("bad_metadata", f"allocation must be uniform or head_adaptive, got {value!r}")
+    if returns != "scores" or probes or whole:
+        raise SubmissionError("bad_metadata", "allocation: head_adaptive needs a score(layer) method without probes "
+                                              "or whole_cache (the harness pools the scores over the heads)")
+    return "head_adaptive"
 
 
 def check_whole_cache_boards(boards: tuple[str, ...]) -> None:

@@ -170,7 +170,12 @@ def submission_press(sub: Submission, compression_ratio: float, window: int = WI
     """The submission as a KVPress press at ``compression_ratio`` (fraction evicted); limits: see ``sandbox.Limits``."""
     Limits.of(**limits)  # unknown limits fail here, not at the first layer
     cls = SubmissionScorerPress if sub.returns == "scores" else SubmissionKeepPress
-    return cls(submission=sub, compression_ratio=compression_ratio, window=window, limits=dict(limits))
+    press = cls(submission=sub, compression_ratio=compression_ratio, window=window, limits=dict(limits))
+    if getattr(sub, "allocation", "uniform") == "head_adaptive":  # Ada-KV over the method's validated scores
+        from kvpress import AdaKVPress
+
+        return AdaKVPress(press)
+    return press
 
 
 @dataclass
