@@ -33,7 +33,7 @@ from ..arena.arena import Arena
 from ..arena.scoring.score import dev_report
 from ..arena.submissions.folder import SubmissionError
 from .cascade import PAPER_GATE, PAPER_SEED_S1
-from .population import PopulationRunner
+from .population import Candidate, PopulationRunner
 from .static_checks import stage0
 
 
@@ -140,6 +140,10 @@ class BoardFitness:
 
         return submission_contender(converted.submission, **self.limits)
 
+    def candidate(self, converted: _Converted) -> Candidate:
+        """The converted program on the population path (the same submission and limits as ``contender``)."""
+        return Candidate(converted.name, converted.submission, self.limits)
+
     def _checked(self, source: str) -> _Converted | CandidateResult:
         problems = stage0(source, self.seed_source)
         if problems:
@@ -156,13 +160,23 @@ class BoardFitness:
         ``full=False`` stops after the gate (stage 1 only). A candidate's gate result is kept (by its source's
         digest), so OpenEvolve's stage 2 after its stage 1 does not run the gate items again."""
         start = time.time()
+        try:
+            out = self._evaluate(sources, full)
+        finally:
+            self.runner.close()  # one sandbox per candidate for the whole population, ended here
+        seconds = (time.time() - start) / max(1, len(sources))
+        for r in out:
+            r.seconds = seconds
+        return out
+
+    def _evaluate(self, sources: list[str], full: bool) -> list[CandidateResult]:
         checked = [self._checked(s) for s in sources]
         live = {c.name: c for c in checked if isinstance(c, _Converted)}
         self._run_gate([c for c in live.values() if c.name not in self._gates])
         results = {name: replace(self._gates[name][0]) for name in live}
         passed = [n for n in live if results[n].valid and results[n].passed_gate]
         if full and passed:
-            rest = self.runner.run(self.rest_items(), [self.contender(live[n]) for n in passed])
+            rest = self.runner.run(self.rest_items(), [self.candidate(live[n]) for n in passed])
             for name in passed:
                 failure = self.runner.failures.get(name)
                 if failure is not None:
@@ -173,17 +187,13 @@ class BoardFitness:
                 rep = self.report(rows, name)
                 results[name].stage, results[name].report = 2, rep
                 results[name].fitness = float(rep["scores"].loc[name, "overall"])
-        seconds = (time.time() - start) / max(1, len(sources))
-        out = [c if isinstance(c, CandidateResult) else results[c.name] for c in checked]
-        for r in out:
-            r.seconds = seconds
-        return out
+        return [c if isinstance(c, CandidateResult) else results[c.name] for c in checked]
 
     def _run_gate(self, todo: list[_Converted]) -> None:
         """Stage 1 for the candidates not yet gated: one batched pass over the gate items."""
         if not todo:
             return
-        rows = self.runner.run(self.gate_items(), [self.contender(c) for c in todo])
+        rows = self.runner.run(self.gate_items(), [self.candidate(c) for c in todo])
         for c in todo:
             failure = self.runner.failures.get(c.name)
             if failure is not None:

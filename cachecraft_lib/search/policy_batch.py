@@ -1,0 +1,118 @@
+"""What every converted policy program of a population shares on one context, computed once outside the sandbox.
+
+A search candidate becomes an arena submission (``arena.submissions.convert``): its ``method.py`` rebuilds
+CacheCraft's 17 features in numpy from each layer's keys, values and window queries, then runs the program's
+``score_tokens``/``select_tokens_to_keep``. The features depend on the context, the layer and the budget,
+never on the program, so the population path builds them here once per (context, layer) with the very
+functions the converted file defines (``METHOD_PREAMBLE`` executed in this process: same code, same numpy,
+same inputs, hence the same bits), keeps them across generations, and sends them to each candidate's sandbox,
+where ``Method.keep_features`` runs only the program, for every budget of the layer in one call. A feature
+that differs between budgets (``head_consistency``: the heads' top-``budget`` agreement) is sent once per
+budget, the others once.
+
+The indices that come back are validated here (``validate_indices``) and applied by ``KeptIndicesPress``, a
+KVPress press doing the torch work of the arena's sandboxed keep press (so the compression FLOPs a row
+records are the same) with the validated answers in place of the sandbox call.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from kvpress import BasePress
+from kvpress.utils import compute_n_kept
+
+from ..arena.submissions.press import WINDOW, SubmissionKeepPress, key_positions, window_queries
+
+
+@functools.lru_cache(maxsize=1)
+def converted_helpers() -> dict[str, Any]:
+    """The namespace of the converted ``method.py``'s preamble (trusted: it is this project's own text)."""
+    from ..arena.submissions.convert import METHOD_PREAMBLE
+
+    namespace: dict[str, Any] = {"__name__": "converted_preamble"}
+    exec(compile(METHOD_PREAMBLE.format(origin="(features built outside the sandbox)"), "preamble.py", "exec"),
+         namespace)
+    return namespace
+
+
+@dataclass
+class LayerFeatures:
+    """One layer's request to a candidate: its features (``f.<name>`` / ``f.<name>.<j>``) and scalars."""
+
+    layer: int
+    n_tokens: int
+    heads: int
+    queries: int
+    budgets: tuple[int, ...]
+    ratios: tuple[float, ...]
+    names: tuple[str, ...]
+    arrays: dict[str, np.ndarray] = field(repr=False)
+
+    def header(self) -> dict[str, Any]:
+        return {"budgets": list(self.budgets), "ratios": list(self.ratios), "features": list(self.names),
+                "n_tokens": self.n_tokens, "heads": self.heads, "queries": self.queries, "layer": self.layer}
+
+
+class _Inputs(BasePress):
+    """Records, per layer, what the arena's sandboxed press sends its method (``press._SandboxedMethod``)."""
+
+    def __init__(self, window: int) -> None:
+        self.window, self.layers = window, []
+
+    def compress(self, module, hidden_states, keys, values, attentions, kwargs):
+        queries = window_queries(module, hidden_states, kwargs, self.window).float().cpu().numpy()
+        positions = key_positions(kwargs, keys.shape[2], keys.shape[0])
+        self.layers.append((int(getattr(module, "layer_idx", 0)), keys.float().cpu().numpy()[0],
+                            values.float().cpu().numpy()[0], queries[0], positions[0]))
+        return keys, values
+
+
+def context_features(shared: Any, ratios: tuple[float, ...], window: int = WINDOW) -> list[LayerFeatures]:
+    """Every layer's features of a shared prefill (``models.prefill.SharedPrefill``) for the board's ratios."""
+    helpers = converted_helpers()
+    inputs = _Inputs(window)
+    shared.cache_for(inputs)
+    out = []
+    for layer, k, v, q, _ in inputs.layers:
+        keys, values = k.astype(np.float32), v.astype(np.float32)  # what Method.keep does with its layer
+        attn = helpers["_tail_attention"](q.astype(np.float32), keys)
+        budgets = tuple(compute_n_kept(keys.shape[1], r) for r in ratios)
+        per_budget = [helpers["_features"](attn, keys, values, b) for b in budgets]
+        names = tuple(per_budget[0])
+        arrays = {}
+        for name in names:
+            if all(np.array_equal(f[name], per_budget[0][name]) for f in per_budget[1:]):
+                arrays[f"f.{name}"] = per_budget[0][name]
+            else:
+                arrays.update({f"f.{name}.{j}": f[name] for j, f in enumerate(per_budget)})
+        out.append(LayerFeatures(layer, keys.shape[1], attn.shape[0], attn.shape[1], budgets, tuple(ratios),
+                                 names, arrays))
+    return out
+
+
+def selection_digest(kept: dict[int, np.ndarray]) -> str:
+    """A digest of one budget's validated indices over all layers: equal digests, equal compressed caches."""
+    h = hashlib.blake2b(digest_size=16)
+    for layer in sorted(kept):
+        h.update(f"{layer}:{kept[layer].shape}".encode())
+        h.update(np.ascontiguousarray(kept[layer], dtype=np.int64).tobytes())
+    return h.hexdigest()
+
+
+@dataclass
+class KeptIndicesPress(SubmissionKeepPress):
+    """The arena's keep press with the candidate's validated indices per layer (``answers``) in place of the
+    sandbox call; it computes the same window queries, so its counted FLOPs equal the sandboxed press's."""
+
+    answers: dict = field(default_factory=dict)
+
+    def _answers(self, module, hidden_states, keys, values, kwargs, budget: int) -> list[dict[str, np.ndarray]]:
+        with torch.no_grad():
+            window_queries(module, hidden_states, kwargs, self.window)  # the sandboxed press's torch work
+        return [{"out": self.answers[int(getattr(module, "layer_idx", 0))]}]
