@@ -13,8 +13,8 @@ Each candidate then only runs its program:
 - one sandbox call per layer answers every budget of the board (``keep_features``; its CPU limit is the
   per-layer limit times the budgets); the indices are validated here and applied by a real KVPress press
   (``policy_batch.KeptIndicesPress``) to the shared prefill;
-- the compressed caches of all candidates x budgets of the context are decoded in one batch by the grid's
-  batched engine (``grid.decode.decode_rows``); two candidates (or generations) whose validated indices are the
+- the compressed caches of all candidates x budgets of several contexts (``CONTEXTS_PER_DECODE``) are decoded
+  in one batch by the grid's batched engine (``grid.decode.decode_rows``: one greedy loop for all of them); two candidates (or generations) whose validated indices are the
   same on every layer at a budget have the same cache, so it is decoded once and its answers reused
   (``selection_digest``; ``memo_hits`` counts them); the full cache's answers come from the board's cached
   baseline rows, as in ``arena dev``.
@@ -39,6 +39,8 @@ from ..grid.decode import CacheRow, decode_rows
 from ..models.prefill import SharedPrefill
 from ..sandbox import WallBudget
 from .policy_batch import KeptIndicesPress, LayerFeatures, context_features, selection_digest
+
+CONTEXTS_PER_DECODE = 8  # contexts whose caches share one decode batch (about 200 rows of 8 candidates x 3 budgets)
 
 
 @dataclass(frozen=True)
@@ -74,11 +76,17 @@ class PopulationRunner(BoardRunner):
 
     def run(self, items: pd.DataFrame, candidates: list[Candidate], progress: bool = False) -> pd.DataFrame:
         """One row per (candidate, budget, item), no ``full`` rows; failed candidates are in ``failures``
-        (``name -> "kind: message"``) and have no rows at all. Sandboxes stay open until ``close``."""
+        (``name -> "kind: message"``) and have no rows at all. Sandboxes stay open until ``close``. The caches
+        of ``CONTEXTS_PER_DECODE`` contexts are decoded in one batch (rows of any length mix in a batch)."""
         self.failures = {}
+        groups = [group for _, group in items.groupby("context_id", sort=False)]
         rows: list[dict] = []
-        for _, group in items.groupby("context_id", sort=False):
-            rows += self._population(group, candidates)
+        for begin in range(0, len(groups), CONTEXTS_PER_DECODE):
+            pending: dict[tuple, tuple] = {}
+            plans = [self._select_context(group, candidates, pending)
+                     for group in groups[begin:begin + CONTEXTS_PER_DECODE]]
+            self._decode(pending)
+            rows += [{**record, "method": name} for plan in plans for name, key in plan for record in self._memo[key]]
         frame = pd.DataFrame(rows, columns=ROW_COLUMNS)
         return frame[~frame.method.isin(list(self.failures))].reset_index(drop=True)
 
@@ -128,10 +136,12 @@ class PopulationRunner(BoardRunner):
                 kept[j][lf.layer] = validate_indices(out[f"out.{j}"], lf.heads, lf.n_tokens, budget)
         return kept
 
-    def _population(self, group: pd.DataFrame, candidates: list[Candidate]) -> list[dict]:
+    def _select_context(self, group: pd.DataFrame, candidates: list[Candidate], pending: dict) -> list[tuple]:
+        """Every live candidate's selection on one context: ``(name, memo key)`` in output order; the caches not
+        decoded before go to ``pending`` (memo key -> the context's prepared state and decode rows)."""
         prep = self.prepare(group)
         context = group.iloc[0].context_id
-        plan, pending = [], {}  # plan: (name, memo key) in output order; pending: memo key -> rows to decode
+        plan = []
         for c in candidates:
             if c.name in self.failures:
                 continue
@@ -145,16 +155,19 @@ class PopulationRunner(BoardRunner):
             for keep, ratio, answers in zip(self.board.budgets, self.board.ratios, kept, strict=True):
                 key = (context, keep, selection_digest(answers))
                 plan.append((c.name, key))
-                if key in self._memo:
+                if key in self._memo or key in pending:
                     self.memo_hits += 1
-                elif key not in pending:
-                    pending[key] = self._rows(c, keep, ratio, answers, prep, group)
-        decode_rows_ = [r[-1] for rows in pending.values() for r in rows]
-        answers = iter(decode_rows(self.model, self.tokenizer, decode_rows_, self.batch_size) if decode_rows_ else [])
-        for key, rows in pending.items():
+                else:
+                    pending[key] = (prep, self._rows(c, keep, ratio, answers, prep, group))
+        return plan
+
+    def _decode(self, pending: dict) -> None:
+        """Decode every pending cache in one batch and keep its rows (method unset) in the memo."""
+        flat = [row[-1] for _, rows in pending.values() for row in rows]
+        answers = iter(decode_rows(self.model, self.tokenizer, flat, self.batch_size) if flat else [])
+        for key, (prep, rows) in pending.items():
             self._memo[key] = [self._record("", keep, item, flops, row, next(answers), prep.full_stats, prep.base)
                                for keep, item, flops, row in rows]
-        return [{**record, "method": name} for name, key in plan for record in self._memo[key]]
 
     def _rows(self, c: Candidate, keep: float, ratio: float, answers: dict, prep: _Prepared,
               group: pd.DataFrame) -> list[tuple]:
