@@ -13,8 +13,9 @@ Each candidate then only runs its program:
 - one sandbox call per layer answers every budget of the board (``keep_features``; its CPU limit is the
   per-layer limit times the budgets); the indices are validated here and applied by a real KVPress press
   (``policy_batch.KeptIndicesPress``) to the shared prefill;
-- the compressed caches of all candidates x budgets of several contexts (``CONTEXTS_PER_DECODE``) are decoded
-  in one batch by the grid's batched engine (``grid.decode.decode_rows``: one greedy loop for all of them); two candidates (or generations) whose validated indices are the
+- the compressed caches of all candidates x budgets of up to ``CONTEXTS_PER_DECODE`` contexts are decoded
+  together by the grid's batched engine (``grid.decode.decode_rows``: rows sorted by size, ``CPU_DECODE_ROWS``
+  per greedy loop on CPU, so a loop's rows have similar lengths and few loops run); two candidates (or generations) whose validated indices are the
   same on every layer at a budget have the same cache, so it is decoded once and its answers reused
   (``selection_digest``; ``memo_hits`` counts them); the full cache's answers come from the board's cached
   baseline rows, as in ``arena dev``.
@@ -40,7 +41,8 @@ from ..models.prefill import SharedPrefill
 from ..sandbox import WallBudget
 from .policy_batch import KeptIndicesPress, LayerFeatures, context_features, selection_digest
 
-CONTEXTS_PER_DECODE = 8  # contexts whose caches share one decode batch (about 200 rows of 8 candidates x 3 budgets)
+CONTEXTS_PER_DECODE = 32  # contexts whose caches are decoded together (board A's dev items at cpu: all of them)
+CPU_DECODE_ROWS = 128  # rows per greedy loop on CPU, the smallest caches first: fewer loops, less padding
 
 
 @dataclass(frozen=True)
@@ -77,7 +79,7 @@ class PopulationRunner(BoardRunner):
     def run(self, items: pd.DataFrame, candidates: list[Candidate], progress: bool = False) -> pd.DataFrame:
         """One row per (candidate, budget, item), no ``full`` rows; failed candidates are in ``failures``
         (``name -> "kind: message"``) and have no rows at all. Sandboxes stay open until ``close``. The caches
-        of ``CONTEXTS_PER_DECODE`` contexts are decoded in one batch (rows of any length mix in a batch)."""
+        of up to ``CONTEXTS_PER_DECODE`` contexts are decoded together (rows of any length mix in a batch)."""
         self.failures = {}
         groups = [group for _, group in items.groupby("context_id", sort=False)]
         rows: list[dict] = []
@@ -164,7 +166,8 @@ class PopulationRunner(BoardRunner):
     def _decode(self, pending: dict) -> None:
         """Decode every pending cache in one batch and keep its rows (method unset) in the memo."""
         flat = [row[-1] for _, rows in pending.values() for row in rows]
-        answers = iter(decode_rows(self.model, self.tokenizer, flat, self.batch_size) if flat else [])
+        size = self.batch_size or (CPU_DECODE_ROWS if self.model.device.type == "cpu" else None)
+        answers = iter(decode_rows(self.model, self.tokenizer, flat, size) if flat else [])
         for key, (prep, rows) in pending.items():
             self._memo[key] = [self._record("", keep, item, flops, row, next(answers), prep.full_stats, prep.base)
                                for keep, item, flops, row in rows]
