@@ -12,8 +12,9 @@ A candidate policy program is, in order:
    the function ``arena dev`` itself calls, so the search's fitness for a program is its ``arena dev`` score.
 
 The gate keeps the meaning of the paper's cascade (``cascade``): 45/91.2 of the seed program's score on the
-gate items, unless given. ``evaluate`` runs a whole population at once (``population.PopulationRunner``: one
-prefill per context kept across generations, every candidate x budget decoded in one batch);
+gate items, unless given. ``evaluate`` runs a whole population at once (``population.PopulationRunner``: each
+context's prefill and features kept across generations, one sandbox per candidate, every candidate x budget
+decoded in shared batches);
 ``evaluate_one`` runs one candidate at a time through ``Arena.run``, the reference the population path must
 equal. The test split is never read: only ``Arena.items(board, "dev")``, which needs no secret.
 """

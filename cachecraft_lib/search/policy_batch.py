@@ -10,9 +10,9 @@ where ``Method.keep_features`` runs only the program, for every budget of the la
 that differs between budgets (``head_consistency``: the heads' top-``budget`` agreement) is sent once per
 budget, the others once.
 
-The indices that come back are validated here (``validate_indices``) and applied by ``KeptIndicesPress``, a
-KVPress press doing the torch work of the arena's sandboxed keep press (so the compression FLOPs a row
-records are the same) with the validated answers in place of the sandbox call.
+The indices that come back are validated here (``validate_indices``) and applied by ``KeptIndicesPress``, the
+arena's keep press with the validated answers in place of the sandbox call. The compression FLOPs a row
+records are the arena press's: its window queries, counted once per context (``context_features``).
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import torch
 from kvpress import BasePress
 from kvpress.utils import compute_n_kept
 
+from ..arena.evaluate import count_flops
 from ..arena.submissions.press import WINDOW, SubmissionKeepPress, key_positions, window_queries
 
 
@@ -73,11 +73,15 @@ class _Inputs(BasePress):
         return keys, values
 
 
-def context_features(shared: Any, ratios: tuple[float, ...], window: int = WINDOW) -> list[LayerFeatures]:
-    """Every layer's features of a shared prefill (``models.prefill.SharedPrefill``) for the board's ratios."""
+def context_features(shared: Any, ratios: tuple[float, ...], window: int = WINDOW) -> tuple[list[LayerFeatures], int]:
+    """Every layer's features of a shared prefill (``models.prefill.SharedPrefill``) for the board's ratios, and
+    the FLOPs the arena's sandboxed press spends in this process on that context (its window queries: the same
+    for every budget and candidate; gathering the kept entries counts none), charged to every candidate's row."""
     helpers = converted_helpers()
     inputs = _Inputs(window)
-    shared.cache_for(inputs)
+    with count_flops() as counter:
+        shared.cache_for(inputs)
+    flops = int(counter.get_total_flops())
     out = []
     for layer, k, v, q, _ in inputs.layers:
         keys, values = k.astype(np.float32), v.astype(np.float32)  # what Method.keep does with its layer
@@ -93,7 +97,7 @@ def context_features(shared: Any, ratios: tuple[float, ...], window: int = WINDO
                 arrays.update({f"f.{name}.{j}": f[name] for j, f in enumerate(per_budget)})
         out.append(LayerFeatures(layer, keys.shape[1], attn.shape[0], attn.shape[1], budgets, tuple(ratios),
                                  names, arrays))
-    return out
+    return out, flops
 
 
 def selection_digest(kept: dict[int, np.ndarray]) -> str:
@@ -108,11 +112,9 @@ def selection_digest(kept: dict[int, np.ndarray]) -> str:
 @dataclass
 class KeptIndicesPress(SubmissionKeepPress):
     """The arena's keep press with the candidate's validated indices per layer (``answers``) in place of the
-    sandbox call; it computes the same window queries, so its counted FLOPs equal the sandboxed press's."""
+    sandbox call (``compress`` validates them again and gathers them, as for any keep answer)."""
 
     answers: dict = field(default_factory=dict)
 
     def _answers(self, module, hidden_states, keys, values, kwargs, budget: int) -> list[dict[str, np.ndarray]]:
-        with torch.no_grad():
-            window_queries(module, hidden_states, kwargs, self.window)  # the sandboxed press's torch work
         return [{"out": self.answers[int(getattr(module, "layer_idx", 0))]}]

@@ -63,6 +63,7 @@ class _Prepared:
     base: dict[str, int]
     full_stats: dict[str, int]
     features: list[LayerFeatures]
+    press_flops: int  # what the arena's sandboxed press counts on this context, at any budget
 
 
 class PopulationRunner(BoardRunner):
@@ -113,8 +114,8 @@ class PopulationRunner(BoardRunner):
         base = {"context_length": shared.context_length, "prefill_flops": counter.get_total_flops()}
         full, _ = self._shared_cache(shared, None)
         row = CacheRow.from_cache(self.model, full, question_ids[0], shared.context_length, int(first.max_new_tokens))
-        features = context_features(shared, self.board.ratios)
-        return _Prepared(question_ids, shared, base, self._stats(row, shared.context_length), features)
+        features, press_flops = context_features(shared, self.board.ratios)
+        return _Prepared(question_ids, shared, base, self._stats(row, shared.context_length), features, press_flops)
 
     def _box(self, c: Candidate) -> MethodSandbox:
         box = self._boxes.get(c.name)
@@ -176,7 +177,7 @@ class PopulationRunner(BoardRunner):
               group: pd.DataFrame) -> list[tuple]:
         """The decode rows of one candidate's cache at ``keep`` (one per item of the context) and its FLOPs."""
         press = KeptIndicesPress(submission=c.submission, compression_ratio=ratio, answers=answers)
-        cache, flops = self._shared_cache(prep.shared, press)
+        cache, flops = prep.shared.cache_for(press), prep.press_flops
         template = CacheRow.from_cache(self.model, cache, prep.question_ids[0], prep.shared.context_length,
                                        int(group.iloc[0].max_new_tokens))
         rows = []
