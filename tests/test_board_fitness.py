@@ -91,3 +91,19 @@ def test_state_does_not_cross_contexts(fitness):
     single = fitness.evaluate_one(stateful)
     assert batched.valid and single.valid, (batched, single)
     assert (batched.gate_score, batched.fitness) == (single.gate_score, single.fitness)
+
+
+def test_a_program_changing_the_feature_code_scores_as_in_the_arena(fitness):
+    """The features are built outside once for all candidates; a program that rebinds what that code reads
+    (here the preamble's N_SINK, which sink_mask uses) is evaluated one at a time, so its score stays arena dev's."""
+    from cachecraft_lib.search.policy_batch import shares_features
+
+    seed = seed_path("v1").read_text()
+    sinks = _edited('SELECTION = "tokenwise"\n', 'SELECTION = "tokenwise"\nN_SINK = 256\n')
+    patched = _edited('SELECTION = "tokenwise"\n', 'SELECTION = "tokenwise"\nnp.linalg.norm = np.sum\n')
+    assert shares_features(fitness.convert(seed).submission.source)
+    assert not shares_features(fitness.convert(sinks).submission.source)
+    assert not shares_features(fitness.convert(patched).submission.source)
+    batched = fitness.evaluate([sinks])[0]
+    single = fitness.evaluate_one(sinks)
+    assert batched.valid and (batched.gate_score, batched.fitness) == (single.gate_score, single.fitness)

@@ -34,6 +34,7 @@ from ..arena.arena import Arena
 from ..arena.scoring.score import dev_report
 from ..arena.submissions.folder import SubmissionError
 from .cascade import PAPER_GATE, PAPER_SEED_S1
+from .policy_batch import shares_features
 from .population import Candidate, PopulationRunner
 from .static_checks import stage0
 
@@ -172,7 +173,9 @@ class BoardFitness:
 
     def _evaluate(self, sources: list[str], full: bool) -> list[CandidateResult]:
         checked = [self._checked(s) for s in sources]
-        live = {c.name: c for c in checked if isinstance(c, _Converted)}
+        own = {c.name: self.evaluate_one(src, full) for c, src in zip(checked, sources, strict=True)
+               if isinstance(c, _Converted) and not shares_features(c.submission.source)}
+        live = {c.name: c for c in checked if isinstance(c, _Converted) and c.name not in own}
         self._run_gate([c for c in live.values() if c.name not in self._gates])
         results = {name: replace(self._gates[name][0]) for name in live}
         passed = [n for n in live if results[n].valid and results[n].passed_gate]
@@ -188,6 +191,7 @@ class BoardFitness:
                 rep = self.report(rows, name)
                 results[name].stage, results[name].report = 2, rep
                 results[name].fitness = float(rep["scores"].loc[name, "overall"])
+        results.update(own)  # programs that change the feature code: one at a time (``policy_batch.shares_features``)
         return [c if isinstance(c, CandidateResult) else results[c.name] for c in checked]
 
     def _run_gate(self, todo: list[_Converted]) -> None:

@@ -17,6 +17,7 @@ records are the arena press's: its window queries, counted once per context (``c
 
 from __future__ import annotations
 
+import ast
 import functools
 import hashlib
 from dataclasses import dataclass, field
@@ -39,6 +40,65 @@ def converted_helpers() -> dict[str, Any]:
     exec(compile(METHOD_PREAMBLE.format(origin="(features built outside the sandbox)"), "preamble.py", "exec"),
          namespace)
     return namespace
+
+
+# What the preamble's feature code reads when it runs (each bound once by the preamble itself)
+FEATURE_NAMES = ("np", "math", "N_SINK", "_chunk_means", "_features", "_tail_attention")
+INTROSPECTION = {"globals", "vars", "setattr", "delattr", "exec", "eval", "__import__", "__builtins__", "sys",
+                 "__dict__"}
+
+
+SAME_MODULE = {("np", "numpy"), ("math", "math")}
+
+
+def shares_features(method_source: str) -> bool:
+    """Whether a converted ``method.py`` builds its features with the preamble's code unchanged: the names that
+    code reads are bound exactly as often as the preamble binds them, no attribute is written on an imported
+    module, no introspection. A program that fails this (only hand- or LLM-written ones could) would see other
+    features in its own sandbox than the ones built here, so ``BoardFitness`` evaluates it one at a time through
+    the arena's path instead."""
+    from ..arena.submissions.convert import METHOD_PREAMBLE
+
+    mine = _bindings(ast.parse(method_source))
+    return mine is not None and mine == _bindings(ast.parse(METHOD_PREAMBLE.format(origin="")))
+
+
+def _bindings(tree: ast.AST) -> dict[str, int] | None:
+    """How often each of ``FEATURE_NAMES`` is bound in ``tree`` (None: introspection or a module attribute
+    written, which could change the feature code without binding a name)."""
+    modules = {a.asname or a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))
+               for a in n.names}
+    bound = {name: 0 for name in FEATURE_NAMES}
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.Name):
+            if node.id in INTROSPECTION:
+                return None
+            if isinstance(node.ctx, (ast.Store, ast.Del)):
+                names.append(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.append(node.name)
+        elif isinstance(node, ast.arg):
+            names.append(node.arg)
+        elif isinstance(node, ast.Import):  # importing numpy as np or math again binds the same module
+            names += [a.asname or a.name.split(".")[0] for a in node.names
+                      if (a.asname or a.name, a.name) not in SAME_MODULE]
+        elif isinstance(node, ast.ImportFrom):
+            names += [a.asname or a.name for a in node.names]
+        elif isinstance(node, ast.Global):
+            names += node.names
+        elif isinstance(node, ast.Attribute):
+            base = node
+            while isinstance(base, ast.Attribute):
+                base = base.value
+            on_module = isinstance(base, ast.Name) and base.id in modules
+            if (node.attr in INTROSPECTION and (on_module or node.attr != "__dict__")) or \
+                    (on_module and isinstance(node.ctx, (ast.Store, ast.Del))):
+                return None
+        for name in names:
+            if name in bound:
+                bound[name] += 1
+    return bound
 
 
 @dataclass
