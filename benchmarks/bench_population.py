@@ -1,20 +1,23 @@
 """Board fitness evaluations per hour: a population at once vs one candidate at a time (issue 38, item 2).
 
-    python benchmarks/bench_population.py [--profile cpu|smoke] [--board A] [--population 4] [--generations 2]
+    python benchmarks/bench_population.py [--profile cpu|smoke] [--board A] [--population 8] [--generations 2]
 
 The same candidates (``board_fitness.offline_population`` from the V1 seed, deterministic) go through the
 board-fitness cascade twice: one at a time through ``Arena.run`` (``BoardFitness.evaluate_one``: every
 candidate re-runs each dev context's prefill, the full cache's decode and its own decode batch), and as whole
-generations (``BoardFitness.evaluate``: each context's prefill kept across generations, every candidate x
-budget decoded in one batch). The gate is 0 so that every candidate is a full dev evaluation. Every
-candidate's gate score and fitness must be identical on both paths (asserted). Printed: evaluations per hour
-of each path, the first generation (which pays the prefills) and the later ones (which do not) apart, and the
-ratios. Both paths run each candidate's selection in the arena's sandbox; that cost is the same on both.
+generations (``BoardFitness.evaluate``: each context's prefill and features kept across generations, one
+sandbox per candidate, one sandbox call per layer for every budget, all candidates x budgets of several
+contexts decoded in one batch, identical selections decoded once). The gate is 0 so that every candidate is a
+full dev evaluation. Every candidate's gate score and fitness must be identical on both paths (asserted).
+Printed: evaluations per hour of each path, the first generation (which pays the prefills and features) and
+the later ones (which do not) apart, the ratios, the caches decoded once for several candidates, and the
+machine's load (the two paths' timings are only comparable on the same load).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import tempfile
 import time
@@ -28,12 +31,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default="cpu")
     parser.add_argument("--board", default="A")
-    parser.add_argument("--population", type=int, default=4, help="candidates per generation")
+    parser.add_argument("--population", type=int, default=8, help="candidates per generation")
     parser.add_argument("--generations", type=int, default=2, help="batched generations (the first pays prefills)")
     parser.add_argument("--single", type=int, default=None, help="candidates run one at a time (default: a generation)")
     parser.add_argument("--arena-root", help="arena results folder (its dev baselines are reused); default: a temp one")
     args = parser.parse_args()
 
+    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
     root = Path(args.arena_root) if args.arena_root else Path(tempfile.mkdtemp(prefix="bench-population-"))
     start = time.time()
     fit = BoardFitness(args.board, profile=args.profile, root=root, gate=0.0)
@@ -48,7 +52,8 @@ def main() -> None:
         for r in fit.evaluate(sources):
             batched[r.name] = r
         times.append(time.time() - t)
-        print(f"batched generation {g}: {len(sources)} candidates in {times[-1]:.1f} s", flush=True)
+        print(f"batched generation {g}: {len(sources)} candidates in {times[-1]:.1f} s (caches decoded once for "
+              f"several candidates so far: {fit.runner.memo_hits})", flush=True)
 
     fresh = BoardFitness(args.board, profile=args.profile, root=root, gate=0.0)  # nothing kept from the above
     singles = generations[0][: args.single or args.population]
@@ -73,6 +78,7 @@ def main() -> None:
         per_hour_warm = 3600 * args.population / warm
         print(f"batched, later generations: {per_hour_warm:7.1f} evaluations/hour  ratio "
               f"{per_hour_warm / per_hour_single:.2f}x  (prefills kept)")
+    print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     if not args.arena_root:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -55,3 +55,55 @@ def test_hostile_candidate_refused_others_unchanged(fitness, generation):
 def test_stage0_refuses_edits_outside_the_block(fitness):
     result = fitness.evaluate([seed_path("v5").read_text()])[0]
     assert not result.valid and result.failure_kind == "stage0"
+
+
+def _edited(old: str, new: str) -> str:
+    seed = seed_path("v1").read_text()
+    assert old in seed
+    return seed.replace(old, new, 1)
+
+
+def test_hang_and_memory_refused_others_unchanged(fitness, generation):
+    hang = _edited("def score_tokens(ctx):\n", "def score_tokens(ctx):\n    while True:\n        pass\n")
+    memory = _edited("def score_tokens(ctx):\n", "def score_tokens(ctx):\n    _ = np.ones(1 << 34)\n")
+    before = fitness.limits
+    fitness.limits = {"timeout_s": 1.0, "memory_mb": 256}
+    try:
+        alone = fitness.evaluate(generation[:2])
+        mixed = fitness.evaluate([generation[0], hang, memory, generation[1]])
+    finally:
+        fitness.limits = before
+    assert not mixed[1].valid and mixed[1].failure_kind == "timeout", mixed[1]
+    assert not mixed[2].valid and mixed[2].failure_kind == "memory", mixed[2]
+    for a, m in zip(alone, [mixed[0], mixed[3]], strict=True):
+        assert m.valid and (a.gate_score, a.fitness) == (m.gate_score, m.fitness)
+
+
+def test_state_does_not_cross_contexts(fitness):
+    """A program that changes once it has seen one context's calls (4 layers x 3 budgets) scores the same on both
+    paths: the population path reloads the method before each context as the arena starts a fresh sandbox."""
+    calls = len(fitness.board.budgets) * fitness.runner.model.config.num_hidden_layers
+    stateful = _edited("def score_tokens(ctx):\n",
+                       f"SEEN = []\n\n\ndef score_tokens(ctx):\n    SEEN.append(1)\n    if len(SEEN) > {calls}:\n"
+                       "        return -ctx.position\n")
+    assert fitness.items.context_id.nunique() > 1
+    batched = fitness.evaluate([stateful])[0]
+    single = fitness.evaluate_one(stateful)
+    assert batched.valid and single.valid, (batched, single)
+    assert (batched.gate_score, batched.fitness) == (single.gate_score, single.fitness)
+
+
+def test_a_program_changing_the_feature_code_scores_as_in_the_arena(fitness):
+    """The features are built outside once for all candidates; a program that rebinds what that code reads
+    (here the preamble's N_SINK, which sink_mask uses) is evaluated one at a time, so its score stays arena dev's."""
+    from cachecraft_lib.search.policy_batch import shares_features
+
+    seed = seed_path("v1").read_text()
+    sinks = _edited('SELECTION = "tokenwise"\n', 'SELECTION = "tokenwise"\nN_SINK = 256\n')
+    patched = _edited('SELECTION = "tokenwise"\n', 'SELECTION = "tokenwise"\nnp.linalg.norm = np.sum\n')
+    assert shares_features(fitness.convert(seed).submission.source)
+    assert not shares_features(fitness.convert(sinks).submission.source)
+    assert not shares_features(fitness.convert(patched).submission.source)
+    batched = fitness.evaluate([sinks])[0]
+    single = fitness.evaluate_one(sinks)
+    assert batched.valid and (batched.gate_score, batched.fitness) == (single.gate_score, single.fitness)

@@ -12,8 +12,9 @@ A candidate policy program is, in order:
    the function ``arena dev`` itself calls, so the search's fitness for a program is its ``arena dev`` score.
 
 The gate keeps the meaning of the paper's cascade (``cascade``): 45/91.2 of the seed program's score on the
-gate items, unless given. ``evaluate`` runs a whole population at once (``population.PopulationRunner``: one
-prefill per context kept across generations, every candidate x budget decoded in one batch);
+gate items, unless given. ``evaluate`` runs a whole population at once (``population.PopulationRunner``: each
+context's prefill and features kept across generations, one sandbox per candidate, every candidate x budget
+decoded in shared batches);
 ``evaluate_one`` runs one candidate at a time through ``Arena.run``, the reference the population path must
 equal. The test split is never read: only ``Arena.items(board, "dev")``, which needs no secret.
 """
@@ -33,7 +34,8 @@ from ..arena.arena import Arena
 from ..arena.scoring.score import dev_report
 from ..arena.submissions.folder import SubmissionError
 from .cascade import PAPER_GATE, PAPER_SEED_S1
-from .population import PopulationRunner
+from .policy_batch import shares_features
+from .population import Candidate, PopulationRunner
 from .static_checks import stage0
 
 
@@ -140,6 +142,10 @@ class BoardFitness:
 
         return submission_contender(converted.submission, **self.limits)
 
+    def candidate(self, converted: _Converted) -> Candidate:
+        """The converted program on the population path (the same submission and limits as ``contender``)."""
+        return Candidate(converted.name, converted.submission, self.limits)
+
     def _checked(self, source: str) -> _Converted | CandidateResult:
         problems = stage0(source, self.seed_source)
         if problems:
@@ -156,13 +162,25 @@ class BoardFitness:
         ``full=False`` stops after the gate (stage 1 only). A candidate's gate result is kept (by its source's
         digest), so OpenEvolve's stage 2 after its stage 1 does not run the gate items again."""
         start = time.time()
+        try:
+            out = self._evaluate(sources, full)
+        finally:
+            self.runner.close()  # one sandbox per candidate for the whole population, ended here
+        seconds = (time.time() - start) / max(1, len(sources))
+        for r in out:
+            r.seconds = seconds
+        return out
+
+    def _evaluate(self, sources: list[str], full: bool) -> list[CandidateResult]:
         checked = [self._checked(s) for s in sources]
-        live = {c.name: c for c in checked if isinstance(c, _Converted)}
+        own = {c.name: self.evaluate_one(src, full) for c, src in zip(checked, sources, strict=True)
+               if isinstance(c, _Converted) and not shares_features(c.submission.source)}
+        live = {c.name: c for c in checked if isinstance(c, _Converted) and c.name not in own}
         self._run_gate([c for c in live.values() if c.name not in self._gates])
         results = {name: replace(self._gates[name][0]) for name in live}
         passed = [n for n in live if results[n].valid and results[n].passed_gate]
         if full and passed:
-            rest = self.runner.run(self.rest_items(), [self.contender(live[n]) for n in passed])
+            rest = self.runner.run(self.rest_items(), [self.candidate(live[n]) for n in passed])
             for name in passed:
                 failure = self.runner.failures.get(name)
                 if failure is not None:
@@ -173,17 +191,14 @@ class BoardFitness:
                 rep = self.report(rows, name)
                 results[name].stage, results[name].report = 2, rep
                 results[name].fitness = float(rep["scores"].loc[name, "overall"])
-        seconds = (time.time() - start) / max(1, len(sources))
-        out = [c if isinstance(c, CandidateResult) else results[c.name] for c in checked]
-        for r in out:
-            r.seconds = seconds
-        return out
+        results.update(own)  # programs that change the feature code: one at a time (``policy_batch.shares_features``)
+        return [c if isinstance(c, CandidateResult) else results[c.name] for c in checked]
 
     def _run_gate(self, todo: list[_Converted]) -> None:
         """Stage 1 for the candidates not yet gated: one batched pass over the gate items."""
         if not todo:
             return
-        rows = self.runner.run(self.gate_items(), [self.contender(c) for c in todo])
+        rows = self.runner.run(self.gate_items(), [self.candidate(c) for c in todo])
         for c in todo:
             failure = self.runner.failures.get(c.name)
             if failure is not None:

@@ -1,14 +1,23 @@
 """A whole population of candidates on a board's items in one pass per context (issue 38, item 2).
 
 Why: one candidate at a time through ``Arena.dev`` pays, per candidate, every context's prefill, the full
-cache's decode and one decode batch of its own budgets. Here, per dev context:
+cache's decode, a sandbox start per context and the 17 features rebuilt in its sandbox for every layer and
+budget. Here, per dev context, what does not depend on the candidate is computed once and kept in memory across
+generations: the prefill (``models.prefill.SharedPrefill``), the full cache's row, and every layer's features
+for every budget (``policy_batch.context_features``, built by the converted ``method.py``'s own functions).
+Each candidate then only runs its program:
 
-- the prefill (``models.prefill.SharedPrefill``: every layer's hidden states, keys and values, which is what each
-  press's hook sees) and the full cache's row are computed once and kept in memory across generations;
-- each candidate only computes its selection: its real KVPress press (``arena.submissions.press.submission_press``, the
-  arena's sandbox, outputs validated outside) compresses the shared prefill, budget by budget;
-- the compressed caches of all candidates x budgets of the context are decoded in one batch by the grid's
-  batched engine (``grid.decode.decode_rows``); the full cache's answers come from the board's cached
+- one sandbox per candidate for the whole evaluation (``MethodSandbox``: the arena's child, boundary and
+  limits), reloaded before each context (``reload``: a fresh ``Method`` from a fresh namespace, so a method
+  keeps no state from one context to the next, as the arena's fresh sandbox per context ensures);
+- one sandbox call per layer answers every budget of the board (``keep_features``; its CPU limit is the
+  per-layer limit times the budgets); the indices are validated here and applied by a real KVPress press
+  (``policy_batch.KeptIndicesPress``) to the shared prefill;
+- the compressed caches of all candidates x budgets of up to ``CONTEXTS_PER_DECODE`` contexts are decoded
+  together by the grid's batched engine (``grid.decode.decode_rows``: rows sorted by size, ``CPU_DECODE_ROWS``
+  per greedy loop on CPU, so a loop's rows have similar lengths and few loops run); two candidates (or generations) whose validated indices are the
+  same on every layer at a budget have the same cache, so it is decoded once and its answers reused
+  (``selection_digest``; ``memo_hits`` counts them); the full cache's answers come from the board's cached
   baseline rows, as in ``arena dev``.
 
 A candidate that fails on a context (hang, memory, out-of-range indices: any ``SubmissionError``) is refused
@@ -18,45 +27,77 @@ there and left out of the following contexts; the others' rows do not change. Th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 import torch
 
-from ..arena.board_runner import ROW_COLUMNS, BoardRunner, Contender, count_flops, over_contexts
-from ..arena.submissions.folder import SubmissionError
+from ..arena.board_runner import ROW_COLUMNS, BoardRunner, count_flops
+from ..arena.submissions.folder import Submission, SubmissionError
+from ..arena.submissions.sandbox import Limits, MethodSandbox, validate_indices
 from ..grid.decode import CacheRow, decode_rows
-from ..methods.registry import NO_PRESS
 from ..models.prefill import SharedPrefill
+from ..sandbox import WallBudget
+from .policy_batch import KeptIndicesPress, LayerFeatures, context_features, selection_digest
+
+CONTEXTS_PER_DECODE = 32  # contexts whose caches are decoded together (board A's dev items at cpu: all of them)
+CPU_DECODE_ROWS = 128  # rows per greedy loop on CPU, the smallest caches first: fewer loops, less padding
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A converted policy program on the population path: its submission name, folder and sandbox limits."""
+
+    name: str
+    submission: Submission
+    limits: dict = field(default_factory=dict)
 
 
 @dataclass
 class _Prepared:
-    """What a context costs once: its ids, its shared prefill, the full cache's row and statistics."""
+    """What a context costs once: its ids, its shared prefill, the full cache's statistics, every layer's features."""
 
     question_ids: list[torch.Tensor]
     shared: SharedPrefill
     base: dict[str, int]
     full_stats: dict[str, int]
+    features: list[LayerFeatures]
+    press_flops: int  # what the arena's sandboxed press counts on this context, at any budget
 
 
 class PopulationRunner(BoardRunner):
-    """``BoardRunner`` for many candidates at once, with each context's prefill kept across calls."""
+    """``BoardRunner`` for many converted candidates at once, with each context's shared work kept across calls."""
 
     def __init__(self, model: Any, tokenizer: Any, board: Any, batch_size: int | None = None) -> None:
         super().__init__(model, tokenizer, board, batch_size)
         self._prepared: dict[Any, _Prepared] = {}
+        self._memo: dict[tuple, list[dict]] = {}  # (context, budget, selection digest) -> its rows, method unset
+        self._boxes: dict[str, MethodSandbox] = {}
         self.failures: dict[str, str] = {}
+        self.memo_hits = 0
 
-    def run(self, items: pd.DataFrame, contenders: list[Contender], progress: bool = False) -> pd.DataFrame:
-        """One row per (contender, budget, item), no ``full`` rows; failed contenders are in ``failures``
-        (``name -> "kind: message"``) and have no rows at all."""
+    def run(self, items: pd.DataFrame, candidates: list[Candidate], progress: bool = False) -> pd.DataFrame:
+        """One row per (candidate, budget, item), no ``no_press`` rows; failed candidates are in ``failures``
+        (``name -> "kind: message"``) and have no rows at all. Sandboxes stay open until ``close``. The caches
+        of up to ``CONTEXTS_PER_DECODE`` contexts are decoded together (rows of any length mix in a batch)."""
         self.failures = {}
-        live = [c for c in contenders if c.name != NO_PRESS]
-        rows = over_contexts(items, lambda group: self._population(group, live), self.board.name, progress)
+        groups = [group for _, group in items.groupby("context_id", sort=False)]
+        rows: list[dict] = []
+        for begin in range(0, len(groups), CONTEXTS_PER_DECODE):
+            pending: dict[tuple, tuple] = {}
+            plans = [self._select_context(group, candidates, pending)
+                     for group in groups[begin:begin + CONTEXTS_PER_DECODE]]
+            self._decode(pending)
+            rows += [{**record, "method": name} for plan in plans for name, key in plan for record in self._memo[key]]
         frame = pd.DataFrame(rows, columns=ROW_COLUMNS)
         return frame[~frame.method.isin(list(self.failures))].reset_index(drop=True)
+
+    def close(self) -> None:
+        """End every candidate's sandbox (``BoardFitness.evaluate`` calls it after each population)."""
+        for box in self._boxes.values():
+            box.close()
+        self._boxes = {}
 
     def prepare(self, group: pd.DataFrame) -> _Prepared:
         """The context's shared state, computed on first use and kept (it depends on the items only)."""
@@ -73,37 +114,76 @@ class PopulationRunner(BoardRunner):
         base = {"context_length": shared.context_length, "prefill_flops": counter.get_total_flops()}
         full, _ = self._shared_cache(shared, None)
         row = CacheRow.from_cache(self.model, full, question_ids[0], shared.context_length, int(first.max_new_tokens))
-        return _Prepared(question_ids, shared, base, self._stats(row, shared.context_length))
+        features, press_flops = context_features(shared, self.board.ratios)
+        return _Prepared(question_ids, shared, base, self._stats(row, shared.context_length), features, press_flops)
 
-    def _population(self, group: pd.DataFrame, contenders: list[Contender]) -> list[dict]:
+    def _box(self, c: Candidate) -> MethodSandbox:
+        box = self._boxes.get(c.name)
+        if box is None or not box.alive:
+            limits = Limits.of(**c.limits)
+            box = self._boxes[c.name] = MethodSandbox(c.submission, limits, budget=WallBudget(limits.wall_s)).start()
+        return box
+
+    def select(self, c: Candidate, prep: _Prepared) -> list[dict[int, Any]]:
+        """The candidate's validated indices on this context: per budget, ``layer -> (H_kv, n)`` indices."""
+        box = self._box(c)
+        box.request("reload", {})  # a fresh Method: no state from the previous context
+        cpu_s = Limits.of(**c.limits).timeout_s * len(self.board.budgets)
+        kept: list[dict[int, Any]] = [{} for _ in self.board.budgets]
+        for lf in prep.features:
+            out = box.request("keep_features", lf.arrays, cpu_s=cpu_s, **lf.header())
+            if set(out) != {f"out.{j}" for j in range(len(lf.budgets))}:
+                box.close()
+                raise SubmissionError("protocol", f"layer {lf.layer}: a reply with arrays {sorted(out)[:5]}")
+            for j, budget in enumerate(lf.budgets):
+                kept[j][lf.layer] = validate_indices(out[f"out.{j}"], lf.heads, lf.n_tokens, budget)
+        return kept
+
+    def _select_context(self, group: pd.DataFrame, candidates: list[Candidate], pending: dict) -> list[tuple]:
+        """Every live candidate's selection on one context: ``(name, memo key)`` in output order; the caches not
+        decoded before go to ``pending`` (memo key -> the context's prepared state and decode rows)."""
         prep = self.prepare(group)
-        first = group.iloc[0]
-        decode_rows_, meta = [], []
-        for c in contenders:
+        context = group.iloc[0].context_id
+        plan = []
+        for c in candidates:
             if c.name in self.failures:
                 continue
             try:
-                templates = [(keep, *self._candidate_row(c, keep, prep, int(first.max_new_tokens)))
-                             for keep in self.board.budgets]
+                kept = self.select(c, prep)
             except SubmissionError as err:  # refused here; the other candidates' rows are untouched
                 self.failures[c.name] = f"{err.kind}: {err}"
+                if c.name in self._boxes:
+                    self._boxes.pop(c.name).close()
                 continue
-            for keep, template, flops in templates:
-                for j, item in enumerate(group.itertuples(index=False)):
-                    row = template if j == 0 else CacheRow(template.keys, template.values, template.masked,
-                                                           prep.question_ids[j].reshape(1, -1), template.start,
-                                                           int(item.max_new_tokens))
-                    decode_rows_.append(row)
-                    meta.append((c.name, keep, item, flops, row))
-        answers = decode_rows(self.model, self.tokenizer, decode_rows_, self.batch_size)
-        return [self._record(name, keep, item, flops, row, answer, prep.full_stats, prep.base)
-                for (name, keep, item, flops, row), answer in zip(meta, answers, strict=True)]
+            for keep, ratio, answers in zip(self.board.budgets, self.board.ratios, kept, strict=True):
+                key = (context, keep, selection_digest(answers))
+                plan.append((c.name, key))
+                if key in self._memo or key in pending:
+                    self.memo_hits += 1
+                else:
+                    pending[key] = (prep, self._rows(c, keep, ratio, answers, prep, group))
+        return plan
 
-    def _candidate_row(self, c: Contender, keep: float, prep: _Prepared, max_new_tokens: int) -> tuple[CacheRow, int]:
-        """The candidate's compressed cache at ``keep`` as a decode row (read at once: a head-wise press leaves
-        its masks on the model until the next press), and its compression FLOPs."""
-        if c.own_prefill:
-            raise SubmissionError("bad_method", f"{c.name} replays the context itself; not a population candidate")
-        cache, flops = self._shared_cache(prep.shared, c.build(round(1.0 - keep, 6)))
-        row = CacheRow.from_cache(self.model, cache, prep.question_ids[0], prep.shared.context_length, max_new_tokens)
-        return row, flops
+    def _decode(self, pending: dict) -> None:
+        """Decode every pending cache in one batch and keep its rows (method unset) in the memo."""
+        flat = [row[-1] for _, rows in pending.values() for row in rows]
+        size = self.batch_size or (CPU_DECODE_ROWS if self.model.device.type == "cpu" else None)
+        answers = iter(decode_rows(self.model, self.tokenizer, flat, size) if flat else [])
+        for key, (prep, rows) in pending.items():
+            self._memo[key] = [self._record("", keep, item, flops, row, next(answers), prep.full_stats, prep.base)
+                               for keep, item, flops, row in rows]
+
+    def _rows(self, c: Candidate, keep: float, ratio: float, answers: dict, prep: _Prepared,
+              group: pd.DataFrame) -> list[tuple]:
+        """The decode rows of one candidate's cache at ``keep`` (one per item of the context) and its FLOPs."""
+        press = KeptIndicesPress(submission=c.submission, compression_ratio=ratio, answers=answers)
+        cache, flops = prep.shared.cache_for(press), prep.press_flops
+        template = CacheRow.from_cache(self.model, cache, prep.question_ids[0], prep.shared.context_length,
+                                       int(group.iloc[0].max_new_tokens))
+        rows = []
+        for j, item in enumerate(group.itertuples(index=False)):
+            row = template if j == 0 else CacheRow(template.keys, template.values, template.masked,
+                                                   prep.question_ids[j].reshape(1, -1), template.start,
+                                                   int(item.max_new_tokens))
+            rows.append((keep, item, flops, row))
+        return rows

@@ -42,17 +42,21 @@ def load(source: str, setup: dict, arrays: dict | None = None) -> tuple[Any, str
         a.setflags(write=False)
     cls = namespace["Method"]
     method = cls(types.MappingProxyType(params)) if setup.get("params") else cls()
-    return method, "score" if setup["returns"] == "scores" else "keep"
+    return [method, "score" if setup["returns"] == "scores" else "keep", (source, setup, arrays)]
 
 
 def _digests(arrays: dict[str, np.ndarray]) -> dict[str, str]:
     return {name: hashlib.blake2b(a.data, digest_size=16).hexdigest() for name, a in arrays.items()}
 
 
-def handle(state: tuple[Any, str], header: dict, arrays: dict[str, np.ndarray]) -> tuple[dict, dict]:
+def handle(state: list, header: dict, arrays: dict[str, np.ndarray]) -> tuple[dict, dict]:
     if header.get("hook") == "whole_cache":
         return handle_whole(state[0], header, arrays)
-    method, default = state
+    if header.get("hook") == "reload":
+        return reload(state)
+    if header.get("hook") == "keep_features":
+        return handle_features(state[0], header, arrays)
+    method, default = state[0], state[1]
     layer = method_api.Layer(**arrays, **{k: header[k] for k in method_api.SCALARS})
     before = _digests(arrays)
     name = header.get("hook") or default
@@ -101,6 +105,35 @@ def handle_whole(method: Any, header: dict, arrays: dict[str, np.ndarray]) -> tu
                 return {"ok": False, "kind": "bad_output", "error": f"whole_cache() layer {i}: {part} of "
                                                                     f"{array.dtype}, not numbers"}, {}
             out[f"{part}.{i}"] = array
+    return {"ok": True}, out
+
+
+def reload(state: list) -> tuple[dict, dict]:
+    """A fresh ``Method`` from a fresh namespace of the same source (the search's population path calls it before
+    each context instead of a new sandbox: the method's own state, ``self`` and its module's globals, is gone)."""
+    state[:2] = load(*state[2])[:2]
+    return {"ok": True}, {}
+
+
+def handle_features(method: Any, header: dict, arrays: dict[str, np.ndarray]) -> tuple[dict, dict]:
+    """A converted policy program's selection for each of a layer's budgets from features built outside
+    (``Method.keep_features``; the search's population path, ``search.policy_batch``). ``f.<name>`` is a
+    feature shared by every budget, ``f.<name>.<j>`` budget ``j``'s own; one answer ``out.<j>`` per budget."""
+    hook = getattr(method, "keep_features", None)
+    if hook is None:
+        raise AttributeError("Method has no keep_features(features, ...): not a converted policy program")
+    before = _digests(arrays)
+    out = {}
+    for j, budget in enumerate(header["budgets"]):
+        features = {n: arrays[f"f.{n}.{j}"] if f"f.{n}.{j}" in arrays else arrays[f"f.{n}"]
+                    for n in header["features"]}
+        answer = np.asarray(hook(features, int(header["n_tokens"]), int(budget), int(header["heads"]),
+                                 int(header["queries"]), int(header["layer"]), float(header["ratios"][j])))
+        if answer.dtype.name not in OUT_DTYPES:
+            return {"ok": False, "kind": "bad_output", "error": f"budget {budget}: returned {answer.dtype}"}, {}
+        out[f"out.{j}"] = answer
+    if _digests(arrays) != before:
+        return {"ok": False, "kind": "tampering", "error": "keep_features() changed its inputs"}, {}
     return {"ok": True}, out
 
 

@@ -143,8 +143,13 @@ class Method:
     def keep(self, layer):
         keys, values = layer.keys.astype(np.float32), layer.values.astype(np.float32)
         attn = _tail_attention(layer.queries.astype(np.float32), keys)
-        ctx = FeatureContext(_features(attn, keys, values, layer.budget), layer.n_tokens, layer.budget,
-                             attn.shape[0], attn.shape[1], layer.layer, layer.compression_ratio)
+        return self.keep_features(_features(attn, keys, values, layer.budget), layer.n_tokens, layer.budget,
+                                  attn.shape[0], attn.shape[1], layer.layer, layer.compression_ratio)
+
+    def keep_features(self, features, L, K, H, Q, layer, compression_ratio):
+        """The selection from the 17 features (the search's population path builds them once outside, with
+        this file's own ``_features``, and sends them for every candidate)."""
+        ctx = FeatureContext(features, L, K, H, Q, layer, compression_ratio)
         kept = np.asarray(select_tokens_to_keep(score_tokens(ctx), ctx))
         return kept.astype(np.int64)
 '''

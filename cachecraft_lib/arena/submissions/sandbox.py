@@ -177,6 +177,22 @@ class MethodSandbox:
         return {k: a.copy() for k, a in out.items()}
 
 
+    def request(self, hook: str, arrays: dict[str, np.ndarray], cpu_s: float | None = None, **header: Any) -> dict:
+        """Another hook of the child layer (``reload``, ``keep_features``: the search's population path) with
+        its raw answer arrays; the same failures as ``call_parts`` (validate the answers outside)."""
+        if not self.alive:
+            self.start()
+        try:
+            reply, _, out = self._box.request({"hook": hook, **header}, arrays, cpu_s=cpu_s)
+        except Failure as err:
+            raise _refusal(err, header.get("layer")) from None
+        self.calls += 1
+        if not reply.get("ok"):
+            self.close()
+            raise _reply_refusal(reply, f"{hook} failed", header.get("layer"))
+        return {k: a.copy() for k, a in out.items()}
+
+
 def _reply_refusal(reply: dict, default: str, layer: int | None = None) -> SubmissionError:
     """The refusal a failed reply names; a kind the arena does not know is itself a protocol error."""
     kind, text = reply.get("kind"), reply.get("error", default)
