@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+
 from cachecraft_lib.arena.boards.boards import load_board
 from cachecraft_lib.arena.evaluate import BoardRunner, submission_contender
 from cachecraft_lib.arena.post_methods import EXAMPLES

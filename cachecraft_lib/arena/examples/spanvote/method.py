@@ -49,7 +49,7 @@ class Method:
         vote = (weights[:, None] * heads).sum(axis=0) / (weights.sum() + 1e-12)
         vote = propagate(vote / (vote.mean() + 1e-12))
         answers = []
-        for (scores, w), layer in zip(own, layers):
+        for (scores, w), layer in zip(own, layers, strict=True):
             kept = np.maximum(scores, vote[None, :])
             pinned = np.full((layer.n_kv_heads, w), kept.max() + 1.0)
             answers.append(np.concatenate([kept, pinned], axis=1).astype(np.float32))
