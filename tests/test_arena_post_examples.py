@@ -115,6 +115,8 @@ def test_probevr_scores_follow_its_probe():
     assert scores.shape == (2, 96) and (np.argsort(-scores, axis=1)[:, :8] == 30).any(axis=1).all()
     other = dataclasses.replace(layer, probe_queries=np.ascontiguousarray(layer.probe_queries[:, ::-1] * -1.0))
     assert not np.allclose(mod.Method().score(other), scores)
+    unreplayed = mod.Method().score(dataclasses.replace(layer, probe_queries=None, probe_lengths=None))
+    assert unreplayed.shape == (2, 96) and np.isfinite(unreplayed).all()  # the window's queries stand in
 
 
 def test_probevr_declares_the_posts_probe_and_runs_on_smoke_b_online(model_tok):

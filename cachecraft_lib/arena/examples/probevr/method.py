@@ -13,7 +13,8 @@ def probe_attention(layer):
     """(H_kv, L) per KV head: the largest attention any probe token pays each cached entry (KVzip takes the max
     over its replay's queries), avg-pooled over neighbours, averaged over the query group. The probe follows the
     context, so every entry is visible to every probe token (no causal mask inside the context)."""
-    q, k = layer.probe_queries, np.repeat(layer.keys, layer.groups, axis=0)
+    q = layer.probe_queries if layer.probe_queries is not None else layer.queries  # no replay: the window's
+    k = np.repeat(layer.keys, layer.groups, axis=0)
     logits = q @ k.transpose(0, 2, 1) / math.sqrt(q.shape[-1])
     attn = np.exp(logits - logits.max(axis=-1, keepdims=True))
     attn /= attn.sum(axis=-1, keepdims=True)  # over the context only: the probe's own tokens are not candidates
