@@ -79,3 +79,56 @@ def test_submit_search_end_to_end(tmp_path):
     reviews = [e["payload"] for e in events if e["kind"] == "review"]
     assert reviews and reviews[-1]["name"] == sub.name
     assert "FABRICATED_EVIDENCE" not in prepared.review.flags and prepared.review.soundness == 3
+
+
+def _ranked_run(tmp_path: Path) -> Path:
+    """A run whose children carry distinct programs: b is the recorded best, d repeats a's code."""
+    run = _run_folder(tmp_path)
+    code = seed_path("v1").read_text()
+    rows = [{"iteration": i, "parent_id": "seed", "child_id": cid, "child_code": code + f"# {tag}\n",
+             "child_metrics": {"combined_score": fit, "valid": float(valid)}, "llm_response": f"Proposed change: {cid}\n"}
+            for i, (cid, tag, fit, valid) in enumerate([("a", "a", 1.0, True), ("b", "b", 2.0, True),
+                                                        ("c", "c", 0.5, True), ("d", "a", 1.5, True),
+                                                        ("e", "e", 9.0, False)], 1)]
+    (run / "evolution_trace.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return run
+
+
+def test_top_children_best_first_distinct_valid(tmp_path):
+    run = _ranked_run(tmp_path)
+    top = search_submit.top_children(run, 3)
+    assert [c for c, _ in top] == ["b", "d", "c"]  # d has a's code at a higher fitness; e is invalid
+    assert len({code for _, code in top}) == 3 and top[0][1].endswith("# b\n")
+    assert [c for c, _ in search_submit.top_children(run, 1)] == ["b"]
+    assert search_submit.edit_lineage(run, "c") == ["c"]
+
+
+def test_the_rate_limit_caps_how_many_of_the_top_are_submitted(tmp_path, capsys):
+    from types import SimpleNamespace
+
+    from cachecraft_lib.arena.scoring.ledger import RATE_LIMIT, Ledger
+    from cachecraft_lib.cli.arena_search import _picks
+
+    ledger = Ledger(tmp_path / "ledger.jsonl")
+    for i in range(RATE_LIMIT - 2):
+        ledger.append("submission", {"name": f"x{i}", "author": "cachecraft-search"})
+    ledger.append("submission", {"name": "y", "author": "someone else"})
+    assert ledger.quota("cachecraft-search") == 2 and ledger.quota("Someone  Else") == RATE_LIMIT - 1
+    args = SimpleNamespace(top=3, run=_ranked_run(tmp_path), dev_only=False)
+    picks = _picks(args, SimpleNamespace(ledger=ledger), "cachecraft-search")
+    assert [c for c, _ in picks] == ["b", "d"] and "c left out" in capsys.readouterr().out
+    assert len(_picks(SimpleNamespace(top=3, run=args.run, dev_only=True), SimpleNamespace(ledger=ledger),
+                      "cachecraft-search")) == 3  # dev-only submits nothing: no limit
+
+
+@pytest.mark.slow
+def test_a_top_child_is_prepared_with_its_own_lineage_and_origin(tmp_path):
+    arena = Arena("smoke", tmp_path / "arena")
+    run = _ranked_run(tmp_path)
+    child = search_submit.top_children(run, 3)[2]
+    prepared = search_submit.prepare(run, tmp_path / "sub" / "c", "A", arena, name="search-v1-3-3", child=child,
+                                     rank=3)
+    assert load_submission(prepared.folder).name == "search-v1-3-3"
+    assert prepared.origin["child_id"] == "c" and prepared.origin["rank"] == 3
+    assert metadata_origin(prepared.folder)["child_id"] == "c"
+    assert "1. c" in (prepared.folder / "DESCRIPTION.md").read_text()

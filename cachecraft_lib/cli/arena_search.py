@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 SUBMIT_SEARCH_HELP = ("submit a search run's best program (`cachecraft evolve`'s output folder): convert it to a "
                       "submission folder, score it on the board's dev items, write its DESCRIPTION.md from facts "
@@ -13,36 +14,63 @@ SUBMIT_SEARCH_HELP = ("submit a search run's best program (`cachecraft evolve`'s
                       "record the rule judge's review")
 
 
-def _cmd_submit_search(args: argparse.Namespace) -> int:
-    from ..arena.arena import Arena
-    from ..arena.boards.splits import load_secret
-    from ..search.submit import prepare, submit
-
-    arena = Arena(args.profile, Path(args.root) if args.root else None)
-    arena.board(args.board)
-    out = Path(args.out) if args.out else arena.root / "search_submissions" / Path(args.run).name
-    prepared = prepare(args.run, out, args.board, arena, name=args.name)
-    gain = prepared.dev.get("gain")
-    print(f"wrote {out} ({len(prepared.edits)} edits from the seed); dev: overall "
-          f"{prepared.dev['scores'][prepared.dev['method']]['overall']:.3f}"
-          + (f", gain over {gain['over']} {gain['point']:+.3f} [{gain['lo']:+.3f}, {gain['hi']:+.3f}]" if gain else ""))
-    if args.dev_only:
-        return 0
-    limits = {"allow_weak": True} if args.allow_weak_sandbox else {}
-    entry = submit(prepared, args.board, arena, load_secret(), args.round, judge=not args.no_judge, **limits).entry
-    if entry.get("rejected"):
-        print(f"rejected ({entry['kind']}): {entry['message']} (recorded in the ledger)")
-        return 1
-    print(f"{entry['name']} on {args.board}: overall {entry['overall']:.3f} [{entry['lo']:.3f}, {entry['hi']:.3f}], "
+def _print_entry(entry: dict, board: str, review: Any) -> None:
+    print(f"{entry['name']} on {board}: overall {entry['overall']:.3f} [{entry['lo']:.3f}, {entry['hi']:.3f}], "
           f"gain over {entry['best_before']} {entry['gain']:+.3f} [{entry['gain_lo']:+.3f}, {entry['gain_hi']:+.3f}]; "
           f"{'moves the board' if entry['moved'] else 'does not move the board'}; points {entry['points']:g}; "
           f"origin {entry.get('origin')}")
-    if prepared.review is not None:
-        r = prepared.review
-        print(f"rule judge: novelty {r.novelty}, effectiveness {r.effectiveness}, soundness {r.soundness}, "
-              f"flags {', '.join(r.flags) or 'none'}")
-    return 0
+    if review is not None:
+        print(f"rule judge: novelty {review.novelty}, effectiveness {review.effectiveness}, soundness "
+              f"{review.soundness}, flags {', '.join(review.flags) or 'none'}")
 
+
+def _picks(args: argparse.Namespace, arena: Any, author: str) -> list[tuple[str, str] | None]:
+    """What to submit: the run's best (``None``: best/best_program.py), or its ``--top K`` best distinct
+    programs, as many as the author's rate limit lets through now (the rest are named, not submitted)."""
+    from ..search.submit import top_children
+
+    if args.top <= 1:
+        return [None]
+    picks = top_children(args.run, args.top)
+    room = len(picks) if args.dev_only else arena.ledger.quota(author)
+    if room < len(picks):
+        print(f"the rate limit lets {author} submit {room} more now: {', '.join(c for c, _ in picks[room:])} "
+              "left out (use `--dev-only` to score them on the dev items)")
+    return picks[:room]
+
+
+def _cmd_submit_search(args: argparse.Namespace) -> int:
+    from ..arena.arena import Arena
+    from ..arena.boards.splits import load_secret
+    from ..search.submit import prepare, run_origin, submit
+
+    arena = Arena(args.profile, Path(args.root) if args.root else None)
+    arena.board(args.board)
+    origin, author = run_origin(args.run), "cachecraft-search"
+    base = args.name or f"search-{origin['seed']}-{origin['random_seed']}"
+    picks = _picks(args, arena, author)
+    secret = None if args.dev_only or not picks else load_secret()
+    status = 0
+    for rank, child in enumerate(picks, 1):
+        name = base if child is None else f"{base}-{rank}"
+        out = Path(args.out) if args.out else arena.root / "search_submissions" / Path(args.run).name
+        out = out if child is None else out / name
+        prepared = prepare(args.run, out, args.board, arena, name=name, author=author, child=child, rank=rank)
+        gain = prepared.dev.get("gain")
+        print(f"wrote {out} ({len(prepared.edits)} edits from the seed); dev: overall "
+              f"{prepared.dev['scores'][prepared.dev['method']]['overall']:.3f}"
+              + (f", gain over {gain['over']} {gain['point']:+.3f} [{gain['lo']:+.3f}, {gain['hi']:+.3f}]"
+                 if gain else ""))
+        if args.dev_only:
+            continue
+        limits = {"allow_weak": True} if args.allow_weak_sandbox else {}
+        entry = submit(prepared, args.board, arena, secret, args.round, judge=not args.no_judge, **limits).entry
+        if entry.get("rejected"):
+            print(f"rejected ({entry['kind']}): {entry['message']} (recorded in the ledger)")
+            status = 1
+            continue
+        _print_entry(entry, args.board, prepared.review)
+    return status
 
 SEARCH_HELP = ("evolve a policy program on a board's dev items (fitness = `arena dev`'s score; every generation "
                "scored in one batched pass; offline mutator with the structural operators) and write a run folder "
@@ -80,7 +108,10 @@ def add_submit_search_verb(verb: Callable[[str, Callable, str], argparse.Argumen
     p = verb("submit-search", _cmd_submit_search, SUBMIT_SEARCH_HELP)
     p.add_argument("run", help="a search run folder (written by `cachecraft evolve`, with best/best_program.py)")
     p.add_argument("--board", required=True, help="board name (A, B_online, B_offline)")
-    p.add_argument("--name", help="the entry's name (default search-<seed>-<random seed>)")
+    p.add_argument("--name", help="the entry's name (default search-<seed>-<random seed>; with --top, -1, -2, ...)")
+    p.add_argument("--top", type=int, default=1, metavar="K",
+                   help="submit the run's K best distinct programs (best first), as many as the author's rate "
+                        "limit allows now (5 per 24 hours); each entry's origin names its child and rank")
     p.add_argument("--out", help="where to write the submission folder (default <root>/search_submissions/<run>)")
     p.add_argument("--round", type=int, default=1)
     p.add_argument("--dev-only", action="store_true", help="write the folder and score it on dev items; submit nothing")

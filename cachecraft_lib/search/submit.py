@@ -58,15 +58,33 @@ def best_id(run_folder: str | Path) -> str | None:
     return json.loads(info.read_text()).get("id") if info.exists() else None
 
 
-def edit_lineage(run_folder: str | Path) -> list[str]:
-    """The mutator's stated change at each step from the seed to the run's best program (oldest first); empty
-    when the best program is the seed itself."""
+def edit_lineage(run_folder: str | Path, child_id: str | None = None) -> list[str]:
+    """The mutator's stated change at each step from the seed to ``child_id`` (default: the run's best program),
+    oldest first; empty when that program is the seed itself."""
     trace = load_run(run_folder).trace
     if trace.empty:
         return []
-    target = best_id(run_folder) or str(best_child(trace).child_id)
+    target = child_id or best_id(run_folder) or str(best_child(trace).child_id)
     by_id = trace.drop_duplicates("child_id").set_index("child_id")
     return [str(by_id.loc[i, "change"]) or "(no stated change)" for i in lineage(trace, target) if i in by_id.index]
+
+
+def top_children(run_folder: str | Path, k: int) -> list[tuple[str, str]]:
+    """The run's ``k`` best distinct programs as (child id, code), best first: valid children by fitness (the
+    earlier child wins a tie), a program's code counted once; the run's recorded best always leads."""
+    trace = load_run(run_folder).trace
+    first = best_id(run_folder)
+    if trace.empty:
+        return [(first or "best", find_program(run_folder).read_text())][:k]
+    ranked = trace[trace.valid].assign(is_best=lambda t: t.child_id == first)
+    ranked = ranked.sort_values(["is_best", "fitness", "iteration"], ascending=[False, False, True], kind="stable")
+    out: list[tuple[str, str]] = []
+    for child_id, code in zip(ranked.child_id, ranked.code, strict=True):
+        if code and code not in {c for _, c in out}:
+            out.append((str(child_id), code))
+        if len(out) == k:
+            break
+    return out
 
 
 def _closest(folder: Path) -> dict[str, Any] | None:
@@ -135,23 +153,33 @@ SnapKV and H2O that it weighs.
 
 
 def prepare(run_folder: str | Path, out_dir: str | Path, board: str, arena: Any,
-            name: str | None = None, author: str = "cachecraft-search") -> SearchSubmission:
-    """Write the submission folder of ``run_folder``'s best program for ``board``, scored on its dev items."""
+            name: str | None = None, author: str = "cachecraft-search",
+            child: tuple[str, str] | None = None, rank: int | None = None) -> SearchSubmission:
+    """Write the submission folder of ``run_folder``'s best program (or of ``child``, a (child id, code) pair of
+    ``top_children``, ``rank`` its place there, both recorded in the origin) for ``board``, scored on its dev
+    items."""
     from ..arena.board_runner import submission_contender
     from ..arena.judges.bundle import dev_report_json
     from ..arena.submissions.folder import load_submission
 
     origin = run_origin(run_folder)
+    if child is not None:
+        origin = {**origin, "child_id": child[0], "rank": int(rank or 1)}
     name = name or f"search-{origin['seed']}-{origin['random_seed']}"
     out = Path(out_dir)
-    program_to_submission(find_program(run_folder), out, name, author=author, boards=(board,))
+    program = find_program(run_folder)
+    if child is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        program = out.parent / f"{out.name}.program.py"
+        program.write_text(child[1])
+    program_to_submission(program, out, name, author=author, boards=(board,))
     meta = yaml.safe_load((out / METADATA_FILE).read_text())
     meta["origin"] = origin
     (out / METADATA_FILE).write_text(yaml.safe_dump(meta, sort_keys=False))
     dev = arena.dev(board, submission_contender(load_submission(out)))
     dev_json = dev_report_json(dev, name, arena.board(board).label)
     closest = _closest(out)
-    edits = edit_lineage(run_folder)
+    edits = edit_lineage(run_folder, child[0] if child else None)
     (out / DESCRIPTION_FILE).write_text(description(name, origin, edits, dev_json, closest))
     load_submission(out)  # the final folder still passes `arena check`
     return SearchSubmission(out, origin, edits, dev_json, closest)

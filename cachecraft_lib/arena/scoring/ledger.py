@@ -172,16 +172,25 @@ class Ledger:
         if count > len(events) or (count == len(events) and events and last != events[-1]["hash"]):
             raise LedgerTampered(self.path, len(events) + 1, f"is missing: the head records {count} events")
 
+    def _recent(self, author: str, now: datetime | str | None, window: timedelta) -> list[datetime]:
+        """When ``author`` (normalised: ``submission.author_key``) made each counted event in the last ``window``."""
+        from ..submissions.identity import author_key
+
+        me, now_t = author_key(author), _as_time(now)
+        return sorted(_as_time(e["time"]) for e in self.events() if e["kind"] in COUNTED
+                      and author_key(str(e["payload"].get("author_key") or e["payload"].get("author", ""))) == me
+                      and now_t - _as_time(e["time"]) < window)
+
+    def quota(self, author: str, limit: int = RATE_LIMIT, now: datetime | str | None = None,
+              window: timedelta = RATE_WINDOW) -> int:
+        """How many more submissions ``author`` may make now (what ``check_rate`` would let through)."""
+        return max(0, limit - len(self._recent(author, now, window)))
+
     def check_rate(self, author: str, limit: int = RATE_LIMIT, now: datetime | str | None = None,
                    window: timedelta = RATE_WINDOW) -> None:
         """``RateLimited`` when ``author`` (normalised: ``submission.author_key``) already has ``limit``
         submissions or rejections (refusals, crashes, failed checks) in the last ``window``."""
-        from ..submissions.identity import author_key
-
-        me, now_t = author_key(author), _as_time(now)
-        times = sorted(_as_time(e["time"]) for e in self.events() if e["kind"] in COUNTED
-                       and author_key(str(e["payload"].get("author_key") or e["payload"].get("author", ""))) == me
-                       and now_t - _as_time(e["time"]) < window)
+        times = self._recent(author, now, window)
         if len(times) >= limit:
             opens = times[len(times) - limit] + window
             raise RateLimited(f"{author} made {len(times)} submissions in the last {window}; the limit is {limit}. "

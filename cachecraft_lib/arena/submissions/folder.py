@@ -169,12 +169,13 @@ def metadata_author(folder: str | Path) -> str:
     return str(author).strip()[:200] if author else "unknown"
 
 
-ORIGIN_KEYS = {"kind": str, "run_id": str, "seed": str, "random_seed": int, "iterations": int, "mutator": str}
+ORIGIN_KEYS = {"kind": str, "run_id": str, "seed": str, "random_seed": int, "iterations": int, "mutator": str,
+               "child_id": str, "rank": int}  # child_id, rank: which of the run's best programs (`--top K`)
 
 
 def metadata_origin(folder: str | Path) -> dict | None:
     """Where the entry came from, if ``metadata.yaml`` says (``origin:`` with ``kind: search``, ``run_id``,
-    ``seed``, ``random_seed``, ``iterations``, ``mutator``; written by ``cachecraft arena submit-search``): the
+    ``seed``, ``random_seed``, ``iterations``, ``mutator``, and with ``--top`` ``child_id`` and ``rank``; written by ``cachecraft arena submit-search``): the
     ledger records it beside the entry. Read leniently: unknown keys and values of the wrong type are dropped."""
     try:
         meta = yaml.safe_load((Path(folder) / METADATA_FILE).read_text(encoding="utf-8"))
