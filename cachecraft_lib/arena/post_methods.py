@@ -1,5 +1,5 @@
-"""The arena post's four described methods as example submissions, scored on the boards' dev items and on the
-test split (the arena's submit path) beside the post's own numbers. The post's numbers are on 8-9B models at 32K
+"""The reference arena's four described methods (docs/glossary.md) as example submissions, scored on the boards' dev items and on the
+test split (the arena's submit path) beside the reference arena's own numbers. The reference arena's numbers are on 8-9B models at 32K
 tokens on GPUs; these are on the embedded stand-in of the profile, so only the direction against the same
 board's best baseline is comparable."""
 
@@ -18,11 +18,11 @@ LABEL = "post: 8-9B models at 32K tokens on GPUs; here: the profile's embedded s
 
 @dataclass(frozen=True)
 class PostMethod:
-    """One method as the post reports it (its board, score and the bar it met) and the board it runs on here."""
+    """One method as the reference arena reports it (its board, score and the bar it met) and the board it runs on here."""
 
     name: str
     board: str  # the board it is scored on here
-    post_board: str  # the board the post ran it on
+    post_board: str  # the board the reference arena ran it on
     post_score: float
     post_bar: float
     post_bar_method: str
@@ -30,14 +30,14 @@ class PostMethod:
 
 
 POST_METHODS: tuple[PostMethod, ...] = (
-    PostMethod("wherewhat_a", "A", "A", 0.812, 0.770, "Ada-KV", "score hook; the post's board"),
+    PostMethod("wherewhat_a", "A", "A", 0.812, 0.770, "Ada-KV", "score hook; the reference arena's board"),
     PostMethod("spanvote", "B_offline", "A", 0.811, 0.812, "wherewhat_a",
                "whole_cache hook: only B_offline's rules allow a one-off whole-cache compression here"),
-    PostMethod("probevr", "B_online", "B_online", 0.647, 0.430, "KVzip", "probes hook; the post's board"),
+    PostMethod("probevr", "B_online", "B_online", 0.647, 0.430, "KVzip", "probes hook; the reference arena's board"),
     PostMethod("kvprior", "C", "C", 0.713, 0.669, "H2O",
-               "decode hook with params.npz; the post's board (here: streaming eviction, not reasoning)"),
+               "decode hook with params.npz; the reference arena's board (here: streaming eviction, not reasoning)"),
 )
-BAR_BASELINES = {"Ada-KV": "adasnapkv", "KVzip": "kvzip", "H2O": "h2o"}  # the post's bars as arena baselines
+BAR_BASELINES = {"Ada-KV": "adasnapkv", "KVzip": "kvzip", "H2O": "h2o"}  # the reference arena's bars as arena baselines
 
 
 def _verdict(lo: float, hi: float) -> str:
@@ -57,7 +57,7 @@ def dev_row(arena: Any, method: PostMethod, folder: Path) -> dict[str, Any]:
            "baseline_overall": best.overall, "gain": gain.point, "gain_lo": gain.lo, "gain_hi": gain.hi,
            "verdict": _verdict(gain.lo, gain.hi)}
     bar = BAR_BASELINES.get(method.post_bar_method)
-    if bar in scores.index:  # the post's own comparator, where this board runs it: the paired gain over it
+    if bar in scores.index:  # the reference arena's own comparator, where this board runs it: the paired gain over it
         from .scoring.score import paired_gain
 
         versus = paired_gain(result["units"], sub.name, bar)
@@ -80,7 +80,7 @@ def post_methods_table(arena: Any, examples: Path = EXAMPLES, secret: bytes | No
                        test_root: Path | None = None, methods: Iterable[str] | None = None) -> pd.DataFrame:
     """One row per post method: measured on the dev items of its board here (and, with ``secret``, submitted on
     the test items in an arena of its own at ``test_root``: its own ledger, so the caller's leaderboard and rate
-    limits are untouched), beside the post's numbers; a method whose folder or board is missing says why."""
+    limits are untouched), beside the reference arena's numbers; a method whose folder or board is missing says why."""
     from .arena import Arena
 
     wanted = set(methods) if methods is not None else None
