@@ -162,12 +162,8 @@ def _rule_violations(bundle: Bundle, notes: list[str], flags: list[str]) -> None
 
     code = bundle.code.encode("utf-8")
     try:
-        if hasattr(submission, "check_hooks"):  # decode-time boards: decode(layer) may be the only hook
-            returns, decode = submission.check_hooks(code)
-            boards = bundle.metadata.get("boards") or ()
-            submission.check_boards_hooks((boards,) if isinstance(boards, str) else tuple(boards), returns, decode)
-        else:
-            submission.check_method(code)
+        boards = bundle.metadata.get("boards") or ()  # the hooks the named boards call (decode, whole_cache, ...)
+        submission.check_code_hooks(code, (boards,) if isinstance(boards, str) else tuple(boards))
     except SubmissionError as err:
         if err.kind in VIOLATIONS:
             flags.append("RULE_VIOLATION")
