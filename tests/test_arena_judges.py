@@ -287,6 +287,32 @@ def test_real_layers_keep_honest_entries_unflagged(real_layers):
         assert review_rules(load_bundle(folder), layers=real_layers).flags == ()
 
 
+@pytest.mark.slow
+def test_real_layers_replay_the_probes_as_the_probe_press_does(real_layers, tiny_model):
+    """The probe queries on the judge's real layers are the model's for the probe after the context (layer 0's
+    computed here from the weights), and spanvote's whole_cache and probevr's probes run on real layers."""
+    import torch
+    from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
+    from cachecraft_lib.arena.submissions.probes import probe_ids
+
+    model, tokenizer = tiny_model
+    text = "List every name, number, code, and key fact stated in the text above."
+    layer = real_layers.probed((text,))[0]
+    ids = probe_ids(tokenizer, [text])[0]
+    attn = model.model.layers[0].self_attn
+    with torch.no_grad():
+        h = model.model.layers[0].input_layernorm(model.model.embed_tokens(ids))
+        cos, sin = model.model.rotary_emb(h, torch.arange(layer.n_tokens, layer.n_tokens + ids.shape[1])[None])
+        q = attn.q_proj(h).view(1, ids.shape[1], -1, attn.head_dim).transpose(1, 2)
+        expected = apply_rotary_pos_emb(q, q, cos, sin)[0][0].float().numpy()
+    assert layer.layer == 0 and layer.probe_lengths.tolist() == [ids.shape[1]]
+    assert np.allclose(layer.probe_queries, expected, atol=1e-4)
+    for name, label in (("spanvote", "real whole_cache"), ("probevr", "real")):
+        result = review_rules(load_bundle(EXAMPLES / name), layers=real_layers)
+        assert "CRASHED_ON_JUDGE_INPUTS" not in result.flags and label in result.details["behaviour_by_layers"]
+
+
 def test_a_method_that_crashes_on_the_judges_inputs_is_flagged():
     result = review_rules(load_bundle(JUDGE_ASSETS / "crashes_on_probes"))
     assert result.flags == ("CRASHED_ON_JUDGE_INPUTS",) and any("failed on the judge" in n for n in result.notes)
