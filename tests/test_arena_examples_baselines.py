@@ -92,15 +92,17 @@ def test_adasnapkv_masks_what_its_press_masks(prefill, ratio):
 
 
 def test_anonymised_entries_name_nothing(tmp_path):
-    from cachecraft_lib.arena.judges.calibration import SOURCE, anonymise
+    from cachecraft_lib.arena.judges.calibration import SOURCE, anonymise, sources
     from cachecraft_lib.arena.judges.references import PUBLISHED
 
     for n, name in enumerate(sorted(SOURCE), start=1):
         folder = anonymise(EXAMPLES / name, tmp_path / name, n)
         text = " ".join((folder / f).read_text() for f in ("method.py", "metadata.yaml", "DESCRIPTION.md"))
-        aliases = PUBLISHED[SOURCE[name]][0] + (name,)
+        aliases = sum((PUBLISHED[m][0] for m in sources(SOURCE[name])), ()) + (name,)
         assert not any(a.lower() in text.lower() for a in aliases), f"{name}'s entry still names its source"
-        assert load_submission(folder).returns == "scores"  # still a valid submission
+        sub = load_submission(folder)
+        assert sub.returns == "scores"  # still a valid submission, allocated as the original
+        assert sub.allocation == load_submission(EXAMPLES / name).allocation
 
 
 def test_calibration_rates_every_baseline_novelty_at_most_one_and_names_its_source():
