@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from kvpress import KnormPress, SnapKVPress, StreamingLLMPress, TOVAPress
+from kvpress import AdaKVPress, KnormPress, SnapKVPress, StreamingLLMPress, TOVAPress
 
 from cachecraft_lib.arena.submissions.folder import load_submission
 from cachecraft_lib.arena.submissions.press import close_sandboxes, submission_press
@@ -15,6 +15,7 @@ from cachecraft_lib.models.prefill import SharedPrefill
 
 EXAMPLES = Path(__file__).parents[1] / "cachecraft_lib" / "arena" / "examples" / "baselines"
 PRESSES = {"snapkv": SnapKVPress, "tova": TOVAPress, "knorm": KnormPress, "streaming_llm": StreamingLLMPress}
+MASKED = {"adasnapkv": lambda ratio: AdaKVPress(SnapKVPress(ratio))}  # head-adaptive: evicted keys masked
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +41,7 @@ def kept_sets(layer, full) -> list[set[int]]:
 
 
 def test_every_expressible_baseline_has_an_example():
-    assert sorted(p.name for p in EXAMPLES.iterdir() if (p / "method.py").is_file()) == sorted(PRESSES)
+    assert sorted(p.name for p in EXAMPLES.iterdir() if (p / "method.py").is_file()) == sorted({**PRESSES, **MASKED})
 
 
 @pytest.mark.parametrize("name", sorted(PRESSES))
@@ -64,16 +65,44 @@ def test_example_keeps_what_its_press_keeps(prefill, name, ratio):
             assert all(abs(float(row[i] - edge)) <= 1e-5 * max(1.0, abs(float(edge))) for i in mine ^ theirs)
 
 
+def masks(prefill, press) -> list[torch.Tensor]:
+    """Per layer, the (H_kv, L) entries a head-adaptive press masks (evicts) on the shared prefill."""
+    from cachecraft_lib.grid.decode import _head_mask
+
+    cache = prefill.cache_for(press)
+    out = [_head_mask(prefill.model.model.layers[i].self_attn, cache.layers[i].keys) for i in range(len(cache.layers))]
+    prefill.clear_masks(prefill.model)
+    return out
+
+
+@pytest.mark.parametrize("ratio", [0.5, 0.9])
+def test_adasnapkv_masks_what_its_press_masks(prefill, ratio):
+    sub = load_submission(EXAMPLES / "adasnapkv")
+    assert sub.allocation == "head_adaptive" and sub.returns == "scores"
+    ours, ref = masks(prefill, submission_press(sub, ratio)), masks(prefill, MASKED["adasnapkv"](ratio))
+    assert len(ours) == len(ref) > 1
+    budget = int(240 * (1 - ratio))
+    for mine, theirs in zip(ours, ref, strict=True):
+        assert mine is not None and theirs is not None
+        heads = mine.shape[0]
+        assert int((~theirs).sum()) == budget * heads  # the layer's budget, pooled over its heads
+        kept = (~mine).sum(-1)
+        assert kept.max() > kept.min()  # the allocation is not uniform: heads keep different numbers
+        assert torch.equal(mine, theirs)
+
+
 def test_anonymised_entries_name_nothing(tmp_path):
-    from cachecraft_lib.arena.judges.calibration import SOURCE, anonymise
+    from cachecraft_lib.arena.judges.calibration import SOURCE, anonymise, sources
     from cachecraft_lib.arena.judges.references import PUBLISHED
 
     for n, name in enumerate(sorted(SOURCE), start=1):
         folder = anonymise(EXAMPLES / name, tmp_path / name, n)
         text = " ".join((folder / f).read_text() for f in ("method.py", "metadata.yaml", "DESCRIPTION.md"))
-        aliases = PUBLISHED[SOURCE[name]][0] + (name,)
+        aliases = sum((PUBLISHED[m][0] for m in sources(SOURCE[name])), ()) + (name,)
         assert not any(a.lower() in text.lower() for a in aliases), f"{name}'s entry still names its source"
-        assert load_submission(folder).returns == "scores"  # still a valid submission
+        sub = load_submission(folder)
+        assert sub.returns == "scores"  # still a valid submission, allocated as the original
+        assert sub.allocation == load_submission(EXAMPLES / name).allocation
 
 
 def test_calibration_rates_every_baseline_novelty_at_most_one_and_names_its_source():

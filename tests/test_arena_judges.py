@@ -9,6 +9,7 @@ import re
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -98,6 +99,72 @@ def test_a_rewrite_with_other_operations_is_caught_by_its_behaviour():
     result = review(bundle)
     assert result.details["behaviour"]["snapkv"] == 1.0
     assert result.novelty == 0 and result.flags == ("UNDISCLOSED_PRIOR_ART",)
+
+
+EXAMPLES = FRC.parent
+PROBING = """import numpy as np
+
+
+class Method:
+    def score(self, layer):
+        assert layer.probe_queries.shape[1] == int(layer.probe_lengths.sum()) > 0
+        q = layer.probe_queries.sum(axis=1).reshape(layer.n_kv_heads, layer.groups, -1).sum(axis=1)
+        return np.einsum("hld,hd->hl", layer.keys, q)
+"""
+
+
+def _hooked(tmp_path: Path, name: str, code: str, meta: str) -> Path:
+    folder = _folder(tmp_path, ASSETS / "renamed_snapkv", name)
+    (folder / "method.py").write_text(code)
+    (folder / "metadata.yaml").write_text(f"name: {name}\nauthor: agent9\n{meta}")
+    return folder
+
+
+def test_the_posts_whole_cache_and_probing_methods_are_reviewed_through_their_hooks():
+    for name, label in (("spanvote", "probe whole_cache"), ("probevr", "probe")):
+        result = review_rules(load_bundle(EXAMPLES / name))
+        assert "CRASHED_ON_JUDGE_INPUTS" not in result.flags
+        assert not any("would be refused" in n or "not measured" in n for n in result.notes), name
+        assert set(result.details["behaviour_by_layers"]) == {label}
+        assert 0 < max(result.details["behaviour"].values()) < 0.98  # measured, and no baseline's copy
+
+
+def test_a_whole_cache_copy_of_snapkv_is_still_found_to_be_snapkv(tmp_path):
+    """SnapKV per layer inside whole_cache (in loops, so its tokens resemble nothing): the hook hides nothing."""
+    loops = (ASSETS / "snapkv_loops" / "method.py").read_text().replace("def score(self, layer):", "def one(self, layer):")
+    code = loops + "\n    def whole_cache(self, layers):\n        return [self.one(layer) for layer in layers]\n"
+    result = review_rules(load_bundle(_hooked(tmp_path, "whole-snap", code, "boards: [B_offline]\n")))
+    assert result.details["behaviour_by_layers"]["probe whole_cache"]["snapkv"] == 1.0
+    assert result.novelty == 0 and result.flags == ("UNDISCLOSED_PRIOR_ART",)
+    assert any("behaves as arena form of SnapKV" in n for n in result.notes)
+
+
+def test_a_probing_method_gets_probe_queries_on_the_judges_layers(tmp_path):
+    from cachecraft_lib.arena.judges.behaviour import probe_layers, probe_tokens, with_probes
+
+    probes = ["List every name and number above.", "What codes appear?"]
+    meta = "boards: [B_online]\nprobes:\n" + "".join(f"  - {p!r}\n" for p in probes)
+    result = review_rules(load_bundle(_hooked(tmp_path, "prober", PROBING, meta)))
+    assert result.flags == () and set(result.details["behaviour_by_layers"]) == {"probe"}
+    first, again = with_probes(probe_layers(), tuple(probes)), with_probes(probe_layers(), tuple(probes))
+    assert [int(x) for x in first[0].probe_lengths] == [probe_tokens(p) for p in probes] == [6, 3]
+    assert all(np.array_equal(a.probe_queries, b.probe_queries) for a, b in zip(first, again, strict=True))
+    assert np.array_equal(first[0].probe_queries, first[1].probe_queries)  # both budgets of layer 0: one probe
+    assert not np.array_equal(first[0].probe_queries, first[2].probe_queries)  # another layer, other queries
+
+
+def test_a_keep_that_rewrites_is_measured_not_flagged(tmp_path):
+    code = """import numpy as np
+from method_api import Rewrite
+
+
+class Method:
+    def keep(self, layer):
+        idx = np.arange(layer.n_tokens - layer.budget, layer.n_tokens)
+        return Rewrite(np.tile(idx, (layer.n_kv_heads, 1)), values=layer.values[:, idx] * np.float32(0.5))
+"""
+    result = review_rules(load_bundle(_hooked(tmp_path, "recent-half", code, "boards: [A]\n")))
+    assert "CRASHED_ON_JUDGE_INPUTS" not in result.flags and result.details["behaviour"]
 
 
 def test_a_sign_flip_reads_like_knorm_but_keeps_other_tokens():
@@ -218,6 +285,32 @@ def test_snapkv_on_real_layers_that_dodges_the_probes_is_flagged(real_layers):
 def test_real_layers_keep_honest_entries_unflagged(real_layers):
     for folder in (FRC, Path(__file__).parent / "assets" / "arena_boards" / "snap_nopool"):
         assert review_rules(load_bundle(folder), layers=real_layers).flags == ()
+
+
+@pytest.mark.slow
+def test_real_layers_replay_the_probes_as_the_probe_press_does(real_layers, tiny_model):
+    """The probe queries on the judge's real layers are the model's for the probe after the context (layer 0's
+    computed here from the weights), and spanvote's whole_cache and probevr's probes run on real layers."""
+    import torch
+    from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
+    from cachecraft_lib.arena.submissions.probes import probe_ids
+
+    model, tokenizer = tiny_model
+    text = "List every name, number, code, and key fact stated in the text above."
+    layer = real_layers.probed((text,))[0]
+    ids = probe_ids(tokenizer, [text])[0]
+    attn = model.model.layers[0].self_attn
+    with torch.no_grad():
+        h = model.model.layers[0].input_layernorm(model.model.embed_tokens(ids))
+        cos, sin = model.model.rotary_emb(h, torch.arange(layer.n_tokens, layer.n_tokens + ids.shape[1])[None])
+        q = attn.q_proj(h).view(1, ids.shape[1], -1, attn.head_dim).transpose(1, 2)
+        expected = apply_rotary_pos_emb(q, q, cos, sin)[0][0].float().numpy()
+    assert layer.layer == 0 and layer.probe_lengths.tolist() == [ids.shape[1]]
+    assert np.allclose(layer.probe_queries, expected, atol=1e-4)
+    for name, label in (("spanvote", "real whole_cache"), ("probevr", "real")):
+        result = review_rules(load_bundle(EXAMPLES / name), layers=real_layers)
+        assert "CRASHED_ON_JUDGE_INPUTS" not in result.flags and label in result.details["behaviour_by_layers"]
 
 
 def test_a_method_that_crashes_on_the_judges_inputs_is_flagged():

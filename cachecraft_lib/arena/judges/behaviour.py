@@ -16,17 +16,45 @@ no files or network), as ``arena dev`` runs it; its answers are validated there.
 judge's inputs (a crash, a timeout, an invalid answer) is itself suspicious: ``Behaviour.failed`` says so and
 the rule judge flags it (``CRASHED_ON_JUDGE_INPUTS``); one the checks refuse before running (no hook, bad
 code) is only noted. Decode-only methods (board C) have no prefill hook to probe.
+
+Every prefill hook the submission declares is run the way the harness runs it, so that no hook hides a method
+from the judge:
+
+- ``score``/``keep``: once per layer; a ``keep`` may answer with a ``Rewrite`` (its contents are validated as the
+  keep press validates them; the entries it keeps are what is compared);
+- probes (``metadata.yaml``'s ``probes``): the per-layer hook gets ``probe_queries``/``probe_lengths``. On real
+  layers they are the model's queries for the declared texts replayed after the judge's context
+  (``layers.BoardLayers.probed``: the probe press's own replay). On the synthetic probes (and on real layers
+  that cannot replay), ``synthetic_probes``: per probe ``probe_tokens(text)`` queries (its words, at most
+  ``MAX_PROBE_TOKENS``) drawn like the layer's window queries from a generator seeded by the layer's index, so
+  both budgets of a layer see the same probe;
+- ``whole_cache`` (when the submission names a board whose rules run it, as the harness would): one call per
+  context and budget with all of that context's layers (``caches`` groups them; the probes are one context of
+  ``LAYERS`` layers), validated as the whole-cache press validates it (``whole_cache.split_whole``); its
+  overlaps are kept under ``"<set> whole_cache"`` beside the per-layer hook's ``"<set>"``.
+
+The overlap that counts is the largest over every set of layers and every hook. ``allocation: head_adaptive``
+is not simulated: the comparison uses each head's own top ``budget`` of the scores (the rule judge names the
+allocation from the metadata).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..submissions.folder import Submission, SubmissionError, check_method, load_submission
-from ..submissions.method_api import Layer
-from ..submissions.sandbox import Limits, MethodSandbox
+from ..submissions.folder import Submission, SubmissionError, check_hooks, load_submission, method_names
+from ..submissions.method_api import ARRAYS, Layer
+from ..submissions.probes import MAX_PROBE_TOKENS, check_probes
+from ..submissions.sandbox import (
+    REWRITE_SCALE,
+    Limits,
+    MethodSandbox,
+    validate_indices,
+    validate_rewrite,
+    validate_scores,
+)
 from .bundle import Bundle
 from .numpy_baselines import FORMS
 
@@ -63,33 +91,151 @@ def overlap(a: list[list[set[int]]], b: list[list[set[int]]]) -> float:
     return float(np.mean(shares))
 
 
+def probe_tokens(text: str) -> int:
+    """The tokens a synthetic probe stands for: its words, 1 to ``MAX_PROBE_TOKENS``."""
+    return max(1, min(MAX_PROBE_TOKENS, len(text.split())))
+
+
+def synthetic_probes(layers: list[Layer], probes: tuple[str, ...]) -> list[Layer]:
+    """``layers`` with seeded probe queries (see the module doc): what the judge gives a probing method where no
+    model can replay its probes."""
+    out = []
+    for layer in layers:
+        rng = np.random.default_rng((SEED, 1, layer.layer))
+        heads, dim = layer.queries.shape[0], layer.queries.shape[2]
+        parts = [rng.standard_normal((heads, probe_tokens(p), dim)).astype(np.float32) for p in probes]
+        out.append(replace(layer, probe_queries=np.concatenate(parts, axis=1),
+                           probe_lengths=np.array([q.shape[1] for q in parts], np.int64)))
+    return out
+
+
+def with_probes(layers: list[Layer], probes: tuple[str, ...]) -> list[Layer]:
+    """The layers as a method with ``probes`` receives them: replayed on real layers that can, else synthetic."""
+    if not probes:
+        return layers
+    probed = getattr(layers, "probed", None)
+    return probed(probes) if probed is not None else synthetic_probes(layers, probes)
+
+
+def caches(layers: list[Layer]) -> list[list[int]]:
+    """The indices of ``layers`` grouped into whole caches: per context and budget, layers 0..n_layers-1 in order
+    (a context's layers arrive layer by layer, each at every budget)."""
+    open_: dict[tuple, list[int]] = {}
+    done: list[list[int]] = []
+    for i, layer in enumerate(layers):
+        key = (layer.compression_ratio, layer.n_tokens, layer.n_layers)
+        group = open_.setdefault(key, [])
+        if layer.layer != len(group):
+            raise ValueError(f"layer {layer.layer} arrives where layer {len(group)} of a cache was expected: the "
+                             "judge's layers must come context by context, every layer at every budget")
+        group.append(i)
+        if len(group) == layer.n_layers:
+            done.append(open_.pop(key))
+    if open_:
+        raise ValueError(f"{len(open_)} incomplete cache(s) among the judge's layers")
+    return done
+
+
 def _as_submission(bundle: Bundle) -> Submission:
-    """The bundle's submission; one whose DESCRIPTION or metadata would be refused is still probed."""
+    """The bundle's submission; one whose DESCRIPTION or metadata would be refused is still probed (with the hooks
+    its code defines, the probes and boards its metadata declares where they are valid)."""
     try:
         return load_submission(bundle.folder)
     except SubmissionError as err:
         if err.kind not in ("bad_description", "bad_metadata"):
             raise
     code = bundle.code.encode("utf-8")
-    return Submission(bundle.folder, bundle.name, bundle.author, ("A",), bundle.code_sha256, check_method(code),
-                      code=code)
+    returns, decode = check_hooks(code)
+    whole = "whole_cache" in method_names(code)
+    if returns == "none" and not whole:
+        raise SubmissionError("bad_method", "no prefill hook (score, keep or whole_cache) to probe")
+    try:
+        probes = check_probes(bundle.metadata.get("probes"))
+    except SubmissionError:
+        probes = ()
+    boards = bundle.metadata.get("boards")
+    boards = tuple(boards) if isinstance(boards, list) and all(isinstance(b, str) for b in boards) else ("A",)
+    return Submission(bundle.folder, bundle.name, bundle.author, boards, bundle.code_sha256, returns, decode,
+                      code=code, probes=probes, whole_cache=whole)
 
 
-def _submission_kept(bundle: Bundle, layers: list[Layer], limits: Limits) -> list[list[set[int]]]:
-    sub = _as_submission(bundle)
-    if sub.returns not in ("scores", "indices"):
-        raise SubmissionError("bad_method", "no prefill hook (score or keep) to probe")
+def _runs_whole_cache(sub: Submission) -> bool:
+    """Whether a board the submission names runs its ``whole_cache`` (as the harness decides)."""
+    from ..boards.boards import whole_cache_boards
+
+    return sub.whole_cache and bool(set(sub.boards) & whole_cache_boards())
+
+
+def _hooks(sub: Submission) -> list[str]:
+    """The prefill hooks the judge runs: ``layer`` (score/keep) and/or ``whole_cache``."""
+    hooks = (["layer"] if sub.returns in ("scores", "indices") else []) + \
+        (["whole_cache"] if _runs_whole_cache(sub) else [])
+    if not hooks:
+        raise SubmissionError("bad_method", "no prefill hook (score, keep or a whole_cache a named board runs) "
+                                            "to probe")
+    return hooks
+
+
+def _rows(out: np.ndarray, heads: int) -> list[set[int]]:
+    return [set(np.asarray(row).tolist()) for row in np.broadcast_to(out, (heads, out.shape[-1]))]
+
+
+def _checked_rewrite(parts: dict[str, np.ndarray], layer: Layer) -> None:
+    """A ``Rewrite``'s contents validated as the keep press validates them (shape, float32, finite, bounded)."""
+    if set(parts) - {"out"}:
+        bounds = {"keys": REWRITE_SCALE * float(np.abs(layer.keys).max()),
+                  "values": REWRITE_SCALE * float(np.abs(layer.values).max())}
+        validate_rewrite(parts, parts["out"], layer.keys.shape, None, bounds)
+
+
+def _layer_kept(box: MethodSandbox, sub: Submission, layers: list[Layer]) -> list[list[set[int]]]:
+    """``score``/``keep`` once per layer (with the probes' queries when it declares probes)."""
     out = []
-    with MethodSandbox(sub, limits) as box:
-        for layer in layers:
-            arrays = {"keys": layer.keys, "values": layer.values, "queries": layer.queries,
-                      "positions": layer.positions}
-            answer = box.answer(arrays, budget=layer.budget, layer=layer.layer, n_layers=layer.n_layers,
-                                compression_ratio=layer.compression_ratio)
-            heads = layer.keys.shape[0]
-            out.append(kept(answer, layer.budget, heads) if sub.returns == "scores"
-                       else [set(np.asarray(row).tolist()) for row in np.broadcast_to(answer, (heads, answer.shape[-1]))])
+    for layer in layers:
+        arrays = {name: getattr(layer, name) for name in ARRAYS}
+        if sub.probes:
+            arrays |= {"probe_queries": layer.probe_queries, "probe_lengths": layer.probe_lengths}
+        parts = box.call_parts(arrays, budget=layer.budget, layer=layer.layer, n_layers=layer.n_layers,
+                               compression_ratio=layer.compression_ratio)
+        heads, tokens = layer.keys.shape[:2]
+        if sub.returns == "scores":
+            if set(parts) != {"out"}:
+                raise SubmissionError("bad_output", f"layer {layer.layer}: score() returned a Rewrite")
+            out.append(kept(validate_scores(parts["out"], heads, tokens), layer.budget, heads))
+        else:
+            out.append(_rows(validate_indices(parts["out"], heads, tokens, layer.budget), heads))
+            _checked_rewrite(parts, layer)
     return out
+
+
+def _whole_kept(box: MethodSandbox, layers: list[Layer]) -> list[list[set[int]]]:
+    """``whole_cache`` once per context and budget with all of its layers, as the whole-cache press calls it."""
+    from ..submissions.whole_cache import pack, split_whole
+
+    out: list = [None] * len(layers)
+    for group in caches(layers):
+        cache = [layers[i] for i in group]
+        first = cache[0]
+        raw = box.call_whole(pack([{name: getattr(layer, name) for name in ARRAYS} for layer in cache]),
+                             budget=first.budget, layer=0, n_layers=len(cache),
+                             compression_ratio=first.compression_ratio)
+        heads, tokens = first.keys.shape[:2]
+        for i, layer, parts in zip(group, cache, split_whole(raw, len(cache), heads, tokens, first.budget),
+                                   strict=True):
+            _checked_rewrite(parts, layer)
+            out[i] = _rows(parts["out"], heads)
+    return out
+
+
+def _submission_kept(bundle: Bundle, layers: list[Layer], limits: Limits) -> dict[str, list[list[set[int]]]]:
+    """Per hook the submission's prefill boards run (``layer``, ``whole_cache``), what it keeps on ``layers``."""
+    sub = _as_submission(bundle)
+    found = {}
+    with MethodSandbox(sub, limits) as box:
+        for hook in _hooks(sub):
+            found[hook] = (_layer_kept(box, sub, with_probes(layers, sub.probes)) if hook == "layer"
+                           else _whole_kept(box, layers))
+    return found
 
 
 @dataclass(frozen=True)
@@ -112,18 +258,21 @@ REFUSED_BEFORE_RUNNING = ("bad_method", "bad_import", "file_access", "network", 
 
 
 def measure(bundle: Bundle, real: list[Layer] | None = None, limits: Limits | None = None) -> Behaviour:
-    """The submission on the synthetic probes and, when given, on ``real`` board layers (``layers``)."""
+    """The submission on the synthetic probes and, when given, on ``real`` board layers (``layers``), through every
+    prefill hook it declares (see the module doc)."""
     limits = limits or Limits(timeout_s=10.0, memory_mb=512, load_s=30.0)
     sets = {"probe": probe_layers(), **({"real": real} if real else {})}
     by: dict[str, dict[str, float]] = {}
     for label, layers in sets.items():
         try:
-            by[label] = _overlaps(_submission_kept(bundle, layers, limits), layers)
+            found = _submission_kept(bundle, layers, limits)
         except SubmissionError as err:
             if err.kind in REFUSED_BEFORE_RUNNING and not by:
                 return Behaviour(note=f"behaviour not measured ({err})")
             return Behaviour(by_layers=by, failed=f"{label} layers: {str(err)[:300]}",
                              note=f"the method failed on the judge's {label} layers ({str(err)[:300]})")
+        for hook, mine in found.items():
+            by[label if hook == "layer" else f"{label} {hook}"] = _overlaps(mine, layers)
     combined = {name: max(v[name] for v in by.values()) for name in FORMS}
     best = max(combined, key=combined.get)
     where = " and ".join(f"{len(sets[k])} {k}" for k in sets)

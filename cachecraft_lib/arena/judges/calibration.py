@@ -15,8 +15,15 @@ from .references import PUBLISHED
 from .rules import review_rules
 
 BASELINES = Path(__file__).resolve().parents[1] / "examples" / "baselines"
-SOURCE = {"snapkv": "SnapKV", "tova": "TOVA", "knorm": "K-norm", "streaming_llm": "StreamingLLM"}
-"""Example folder -> the published method (``references.PUBLISHED``) a judge must name."""
+SOURCE = {"snapkv": "SnapKV", "tova": "TOVA", "knorm": "K-norm", "streaming_llm": "StreamingLLM",
+          "adasnapkv": "Ada-KV over SnapKV"}
+"""Example folder -> the published method (``references.PUBLISHED``) a judge must name; ``A over B``: the
+allocation A over the scores of B (both must be named)."""
+
+
+def sources(source: str) -> tuple[str, ...]:
+    """The published methods (``references.PUBLISHED`` keys) a ``SOURCE`` value names."""
+    return tuple(source.split(" over "))
 
 BLANK_DESCRIPTION = """# entry {n}
 
@@ -57,21 +64,29 @@ def anonymise(folder: str | Path, dest: str | Path, n: int) -> Path:
     folder, dest = Path(folder), Path(dest)
     dest.mkdir(parents=True, exist_ok=False)
     (dest / "method.py").write_text(_strip((folder / "method.py").read_text()))
-    boards = re.search(r"^boards:.*$", (folder / "metadata.yaml").read_text(), re.MULTILINE)
-    (dest / "metadata.yaml").write_text(f"name: entry-{n}\nauthor: anonymous\n{boards.group(0)}\n")
+    meta = (folder / "metadata.yaml").read_text()
+    kept = [m.group(0) for key in ("boards", "allocation") if (m := re.search(rf"^{key}:.*$", meta, re.MULTILINE))]
+    (dest / "metadata.yaml").write_text(f"name: entry-{n}\nauthor: anonymous\n" + "\n".join(kept) + "\n")
     (dest / "DESCRIPTION.md").write_text(BLANK_DESCRIPTION.format(n=n))
     return dest
 
 
 def named_source(review: Any) -> str | None:
-    """The published method the review traces the code to: the copy or behaviour it names, else the closest."""
+    """The published method the review traces the code to: the copy or behaviour it names, else the closest;
+    ``A over B`` when the review also names an allocation A (Ada-KV's head-adaptive budgets) over it."""
+    named = None
     for note in review.notes:
         if "is a copy of" in note or "behaves as" in note:
             found = [m for m in PUBLISHED if re.search(rf"\({re.escape(m)}[,)]", note)]
             if found:
-                return found[0]
-    closest = review.details.get("closest") or []
-    return closest[0]["method"] if closest else None
+                named = found[0]
+                break
+    if named is None:
+        closest = review.details.get("closest") or []
+        named = closest[0]["method"] if closest else None
+    allocation = [m for note in review.notes if "head-adaptive budgets" in note
+                  for m in PUBLISHED if re.search(rf"\({re.escape(m)}, ", note)]
+    return f"{allocation[0]} over {named}" if allocation and named else named
 
 
 def calibrate(folder: str | Path, source: str, n: int, work: Path, layers: list | None = None) -> dict[str, Any]:

@@ -45,6 +45,7 @@ class Reference:
 PUBLISHED: dict[str, tuple[tuple[str, ...], str]] = {
     "SnapKV": (("snapkv", "snap-kv", "2404.14469"), "Li et al., 2024"),
     "PyramidKV": (("pyramidkv", "2406.02069"), "Cai et al., 2024"),
+    "Ada-KV": (("ada-kv", "adakv", "adasnapkv", "head-adaptive budget", "2407.11550"), "Feng et al., 2024"),
     "TOVA": (("tova", "2401.06104"), "Oren et al., 2024"),
     "K-norm": (("knorm", "k-norm", "key norm", "key-norm", "2406.11430"), "Devoto et al., 2024"),
     "StreamingLLM": (("streamingllm", "streaming llm", "streaming-llm", "attention sink", "attention sinks",

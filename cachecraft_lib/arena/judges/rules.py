@@ -10,7 +10,10 @@
   judge draws, ``layers``) settles what tokens cannot: keeping at least ``SAME`` of what a baseline's form
   keeps, on either set of layers, is a copy whatever the code (a rewrite with other operations, or one that
   behaves otherwise only on the probes); keeping less than ``DIFFERENT`` on both of what the form of the method
-  its tokens resemble keeps is not a copy (a sign flip reads like K-norm and is its opposite).
+  its tokens resemble keeps is not a copy (a sign flip reads like K-norm and is its opposite). The method runs
+  through every prefill hook it declares (``score``/``keep``, with probe queries when it declares probes;
+  ``whole_cache`` per context when a board it names runs it), so no hook hides a copy. A copy whose metadata
+  asks for ``allocation: head_adaptive`` is that method under Ada-KV: its DESCRIPTION must name both.
 - **CRASHED_ON_JUDGE_INPUTS**: the method fails (crash, timeout, memory, an invalid answer) on the judge's probe
   or real layers, where a board's layers would not make it fail: hiding its behaviour from the judge is not
   allowed, and a method that is merely fragile would fail on a board too.
@@ -47,11 +50,12 @@ from . import numpy_baselines
 from .behaviour import DIFFERENT, SAME, measure
 from .bundle import Bundle
 from .claims import check_claims, missing_sections, sections
-from .references import Reference, entry_reference, known_code
+from .references import PUBLISHED, Reference, entry_reference, known_code
 from .review import Review
 from .similarity import covered, normalise, similarity
 
 JUDGE_ID = "rules-1"
+ADA_KV = "Ada-KV"  # the allocation ``allocation: head_adaptive`` applies (KVPress's AdaKVPress)
 COPY, COPY_COVERED, CLOSE = 0.70, 0.95, 0.55
 SHORT, COPY_SHORT = 60, 0.90  # under 60 normalised tokens a few shared tokens move the ratio: ask for 0.9
 MIN_COVERED_TOKENS = 40  # a padded copy must contain a reference of some size, not a one-liner
@@ -106,9 +110,15 @@ def _copied(bundle: Bundle, others: list[Match], acts: dict[str, float], notes: 
     if same:
         ref = next(r for r in known_code() if r.name == f"arena form of {numpy_baselines.METHOD[same[0]]}")
         notes.append(f"the method behaves as {_what(ref)}: it keeps {acts[same[0]]:.2f} of the entries that form "
-                     "keeps on the probe layers, whatever its code")
+                     "keeps on the judge's layers, whatever its code")
         return ref
     return None
+
+
+def _published(method: str) -> Reference:
+    """A published method as a reference without code (its aliases disclose it)."""
+    aliases, author = PUBLISHED[method]
+    return Reference(method, method, "baseline", author, "", aliases)
 
 
 def _what(ref: Reference) -> str:
@@ -139,6 +149,10 @@ def _novelty(bundle: Bundle, notes: list[str], flags: list[str], details: dict, 
     ref = _copied(bundle, others, acts, notes)
     if ref is not None:
         disclosed = ref.disclosed_in(bundle.description)
+        if bundle.metadata.get("allocation") == "head_adaptive":  # the harness wraps the scores in AdaKVPress
+            notes.append(f"its metadata asks for head-adaptive budgets: {ref.method} under Ada-KV "
+                         f"({ADA_KV}, {PUBLISHED[ADA_KV][1]})")
+            disclosed = disclosed and _published(ADA_KV).disclosed_in(bundle.description)
         notes.append("novelty 0: a copy; " + ("its DESCRIPTION names it" if disclosed
                                               else "its DESCRIPTION never names it"))
         if not disclosed:
@@ -162,12 +176,8 @@ def _rule_violations(bundle: Bundle, notes: list[str], flags: list[str]) -> None
 
     code = bundle.code.encode("utf-8")
     try:
-        if hasattr(submission, "check_hooks"):  # decode-time boards: decode(layer) may be the only hook
-            returns, decode = submission.check_hooks(code)
-            boards = bundle.metadata.get("boards") or ()
-            submission.check_boards_hooks((boards,) if isinstance(boards, str) else tuple(boards), returns, decode)
-        else:
-            submission.check_method(code)
+        boards = bundle.metadata.get("boards") or ()  # the hooks the named boards call (decode, whole_cache, ...)
+        submission.check_code_hooks(code, (boards,) if isinstance(boards, str) else tuple(boards))
     except SubmissionError as err:
         if err.kind in VIOLATIONS:
             flags.append("RULE_VIOLATION")

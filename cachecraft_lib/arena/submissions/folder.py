@@ -118,11 +118,7 @@ def load_submission(folder: str | Path) -> Submission:
     check_name(name)
     probes = check_probes(yaml.safe_load(metadata).get("probes"))
     code = (folder / METHOD_FILE).read_bytes()
-    returns, decode = check_hooks(code)
-    whole = "whole_cache" in method_names(code)
-    check_boards_hooks(boards, returns if not whole else "whole", decode)
-    if whole and returns == "none":
-        check_whole_cache_boards(boards)
+    returns, decode, whole = check_code_hooks(code, boards)
     params, params_sha256, _ = load_params(folder)
     if params and not _init_takes_params(code):
         raise SubmissionError("bad_method", f"the folder ships params.npz: class {METHOD_CLASS} must define "
@@ -130,6 +126,17 @@ def load_submission(folder: str | Path) -> Submission:
     allocation = check_allocation(yaml.safe_load(metadata).get("allocation"), returns, probes, whole)
     return Submission(folder.resolve(), name, author, boards, hashlib.sha256(code).hexdigest(), returns, decode,
                       code, params, params_sha256, probes, whole, allocation)
+
+
+def check_code_hooks(code: bytes, boards: tuple[str, ...]) -> tuple[str, bool, bool]:
+    """``(returns, defines decode, defines whole_cache)`` of ``method.py``, checked against the boards it names:
+    each board calls a hook the code defines (``whole_cache`` alone only on boards whose rules run it)."""
+    returns, decode = check_hooks(code)
+    whole = "whole_cache" in method_names(code)
+    check_boards_hooks(boards, returns if not whole else "whole", decode)
+    if whole and returns == "none":
+        check_whole_cache_boards(boards)
+    return returns, decode, whole
 
 
 def check_allocation(value: object, returns: str, probes: tuple[str, ...], whole: bool) -> str:

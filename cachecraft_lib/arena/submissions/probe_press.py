@@ -44,10 +44,9 @@ class SubmissionProbePress(BasePress):
     def _record(self, module, args, kwargs, output) -> None:
         hidden = kwargs["hidden_states"]
         layer = int(module.layer_idx)
-        if self._probing:
-            q = window_queries(module, hidden, kwargs, hidden.shape[1])[0].float().cpu().numpy()
-            self._seen.setdefault(("probe", layer), []).append(q)
-        elif hidden.shape[1] > 1:
+        if self._probing:  # the replay records its own queries (``replay_probes``)
+            return
+        if hidden.shape[1] > 1:
             self._seen[("window", layer)] = window_queries(module, hidden, kwargs, self.window)[0].float().cpu().numpy()
             self._seen[("kwargs", layer)] = kwargs
 
@@ -85,16 +84,14 @@ class SubmissionProbePress(BasePress):
             self.tokenizer = AutoTokenizer.from_pretrained(model.config.name_or_path)
         self._probing = True
         try:
-            with torch.no_grad():
-                for ids in probe_ids(self.tokenizer, self.submission.probes):
-                    model.model(input_ids=ids.to(model.device), past_key_values=copy.deepcopy(cache))
+            for layer, queries in enumerate(replay_probes(model, self.tokenizer, cache, self.submission.probes)):
+                self._seen[("probe", layer)] = queries
         finally:
             self._probing = False
 
     def _compress(self, model: Any, cache: Any) -> None:
         box = sandbox_for(self.submission, Limits.of(**self.limits))
         n_layers = len(model.model.layers)
-        lengths = np.array([q.shape[1] for q in self._seen.get(("probe", 0), [])], np.int64)
         for layer in range(n_layers):
             keys, values = cache.layers[layer].keys, cache.layers[layer].values
             if keys.shape[0] != 1:
@@ -104,9 +101,7 @@ class SubmissionProbePress(BasePress):
             arrays = {"keys": keys[0].float().cpu().numpy(), "values": values[0].float().cpu().numpy(),
                       "queries": self._seen[("window", layer)],
                       "positions": key_positions(self._seen[("kwargs", layer)], keys.shape[2], 1)[0],
-                      "probe_queries": np.concatenate(probes, axis=1) if probes else
-                      np.zeros((self._seen[("window", layer)].shape[0], 0, keys.shape[3]), np.float32),
-                      "probe_lengths": lengths}
+                      **probe_arrays(probes, self._seen[("window", layer)].shape[0], keys.shape[3])}
             answer = box.call_parts(arrays, budget=int(budget), layer=layer, n_layers=n_layers,
                                     compression_ratio=float(self.compression_ratio))
             if self.submission.returns == "scores":
@@ -116,6 +111,34 @@ class SubmissionProbePress(BasePress):
                 answer = {"out": scores.topk(budget, dim=-1).indices.numpy()}
             new_k, new_v = apply_keep([answer], keys, values, budget)
             cache.layers[layer].keys, cache.layers[layer].values = new_k, new_v
+
+
+def replay_probes(model: Any, tokenizer: Any, cache: Any, probes: tuple[str, ...]) -> list[list[np.ndarray]]:
+    """Per layer, each probe's queries after RoPE, (H_q, n_i, D) float32: every probe run through the model after
+    the context held in ``cache``, on a copy of it (``cache`` itself is never extended). The probe press and the
+    rule judge's real layers (``judges.layers``) both call it, so a method gets the same probe queries from both."""
+    seen: dict[int, list[np.ndarray]] = {}
+
+    def record(module, args, kwargs, output) -> None:
+        hidden = kwargs["hidden_states"]
+        q = window_queries(module, hidden, kwargs, hidden.shape[1])[0].float().cpu().numpy()
+        seen.setdefault(int(module.layer_idx), []).append(q)
+
+    hooks = [layer.self_attn.register_forward_hook(record, with_kwargs=True) for layer in model.model.layers]
+    try:
+        with torch.no_grad():
+            for ids in probe_ids(tokenizer, probes):
+                model.model(input_ids=ids.to(model.device), past_key_values=copy.deepcopy(cache))
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return [seen.get(layer, []) for layer in range(len(model.model.layers))]
+
+
+def probe_arrays(probes: list[np.ndarray], heads: int, dim: int) -> dict[str, np.ndarray]:
+    """``probe_queries`` (H_q, P, D), the probes concatenated, and ``probe_lengths`` (n,) for one layer."""
+    return {"probe_queries": np.concatenate(probes, axis=1) if probes else np.zeros((heads, 0, dim), np.float32),
+            "probe_lengths": np.array([q.shape[1] for q in probes], np.int64)}
 
 
 def probe_press(sub: Submission, compression_ratio: float, window: int = WINDOW, tokenizer: Any = None,
