@@ -10,10 +10,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${1:-build/gpu-sim}
 STAMP="$VENV/.gpu-sim-complete"
-# what the machine holds that this project or the carried wheels import (its image has many more)
+# what the machine holds that this project or the carried wheels import (its image has many more; not pytz, whose
+# absence stopped the first real run: pandas 2, carried, imports it)
 MACHINE=(torch==2.13.0 transformers==5.17.0 tokenizers==0.23.2 huggingface_hub==1.33.0 accelerate==1.15.0
          safetensors==0.8.0 numpy peft pyyaml tqdm requests regex filelock fsspec packaging psutil pyarrow
-         xxhash cloudpickle jinja2 markupsafe click werkzeug six python-dateutil pytz tzdata matplotlib seaborn
+         xxhash cloudpickle jinja2 markupsafe click werkzeug six python-dateutil matplotlib seaborn
          httpx httpcore hf-xet typer certifi urllib3 charset-normalizer sympy "pandas>=3" pytest)
 if [ -f "$STAMP" ] && [ "$STAMP" -nt "$0" ]; then echo "$VENV is ready"; exit 0; fi
 PY=

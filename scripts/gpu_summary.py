@@ -19,7 +19,7 @@ MAX_FILES, MAX_PRINT = 8, 3000
 
 
 def exit_codes(work: Path) -> dict[str, str]:
-    """``steps.txt`` lines ``name rc=N`` or ``name skipped (...)``, by step."""
+    """``steps.txt`` lines ``name rc=N``, ``name skipped (...)`` or ``name not asked for (STEPS=...)``, by step."""
     path = work / "steps.txt"
     codes = {}
     for line in path.read_text().splitlines() if path.is_file() else []:
@@ -34,7 +34,7 @@ def step_verdict(work: Path, step: str, code: str | None) -> dict:
         record = json.loads(path.read_text())
     elif code is None:
         record = {"verdict": "not run"}
-    elif code.startswith("skipped"):
+    elif code.startswith(("skipped", "not asked")):
         record = {"verdict": code}
     elif code in ("rc=124", "rc=137"):
         record = {"verdict": f"fail: timed out ({code}); see logs.tar.gz {step}.log"}

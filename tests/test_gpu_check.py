@@ -33,9 +33,19 @@ def test_shell_script_parses_and_dry_runs_every_step_under_its_timeout(tmp_path)
     lines = done.stdout.splitlines()
     assert [line.split()[0] for line in lines] == STEPS
     limits = [int(line.split("timeout ")[1].split("s)")[0]) for line in lines]
-    assert sum(limits) <= 420 and all(limit >= 20 for limit in limits)  # 7 minutes in all
+    assert sum(limits) <= 540 and all(limit >= 20 for limit in limits)  # under the device's 10 minutes a command
     text = (SCRIPTS / "gpu_check.sh").read_text()
     assert 'timeout -k "$KILL_AFTER"' in text and "python3" in text and "--no-index --no-deps" in text
+
+
+def test_steps_runs_only_the_steps_named_and_env_always(tmp_path):
+    done = subprocess.run(["bash", str(SCRIPTS / "gpu_check.sh"), str(tmp_path)], capture_output=True, text=True,
+                          env={**os.environ, "DRY_RUN": "1", "STEPS": "embedded"}, check=True, cwd=SCRIPTS.parent)
+    lines = done.stdout.splitlines()
+    assert [line.split()[0] for line in lines] == STEPS
+    ran = [line.split()[0] for line in lines if "dry-run" in line]
+    assert ran == ["env", "embedded"], lines
+    assert all("not asked for" in line for line in lines if line.split()[0] not in ran)
 
 
 def _script_with_steps(tmp_path: Path, steps: str) -> Path:
@@ -73,7 +83,8 @@ def test_summary_brings_back_at_most_8_files_and_says_why_a_step_has_no_record(t
     gpu_check.write_record(work, "env", {"verdict": "pass", "headline": "python 3.12", "scale": "gpu",
                                          "device": {"name": "NVIDIA H200"}})
     gpu_check.write_record(work, "embedded", {"verdict": "pass", "headline": "x" * 5000})
-    (work / "steps.txt").write_text("env rc=0\nembedded rc=0\neightb rc=124\nsearch rc=1\ntrain skipped (5s left)\n")
+    (work / "steps.txt").write_text("env rc=0\nembedded rc=0\neightb rc=124\nsearch rc=1\ntrain skipped (5s left)\n"
+                                    "extra not asked for (STEPS=embedded)\n")
     for name in gpu_summary.CSVS:
         (work / name).write_text("a,b\n1,2\n")
     (work / "search").mkdir()
@@ -86,6 +97,7 @@ def test_summary_brings_back_at_most_8_files_and_says_why_a_step_has_no_record(t
     steps = summary["steps"]
     assert steps["eightb"]["verdict"].startswith("fail: timed out") and steps["search"]["verdict"].startswith("fail")
     assert steps["train"]["verdict"].startswith("skipped") and summary["device"] == "NVIDIA H200"
+    assert gpu_summary.step_verdict(work, "extra", "not asked for (STEPS=embedded)")["verdict"].startswith("not asked")
     assert len(gpu_summary.printed(summary)) < 3000
     import tarfile
 
