@@ -107,3 +107,15 @@ def test_a_program_changing_the_feature_code_scores_as_in_the_arena(fitness):
     batched = fitness.evaluate([sinks])[0]
     single = fitness.evaluate_one(sinks)
     assert batched.valid and (batched.gate_score, batched.fitness) == (single.gate_score, single.fitness)
+
+
+def test_a_candidate_that_fails_to_load_is_refused_others_unchanged(fitness, generation):
+    """The population's sandboxes load side by side (``PopulationRunner._start_all``); a method that raises while
+    loading is refused there, with its own reason, and the other candidates' scores do not change."""
+    broken = _edited('SELECTION = "tokenwise"\n', 'SELECTION = "tokenwise"\n_BROKEN = 1 // 0\n')
+    alone = fitness.evaluate(generation[:2])
+    mixed = fitness.evaluate([generation[0], broken, generation[1]])
+    assert not mixed[1].valid and mixed[1].failure_kind == "crash", mixed[1]
+    assert "ZeroDivisionError" in mixed[1].reason, mixed[1].reason
+    for a, m in zip(alone, [mixed[0], mixed[2]], strict=True):
+        assert m.valid and (a.gate_score, a.fitness) == (m.gate_score, m.fitness)

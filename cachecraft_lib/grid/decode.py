@@ -14,7 +14,7 @@ decodes them together. Each row keeps exactly what its press kept:
   the compressed length for presses that re-rotate keys), the question is fed as one batched forward (rows of
   different question lengths right-padded and masked), and each row stops at its own eos or
   ``max_new_tokens`` with KVPress's rule (the first token is never checked for eos); finished rows leave
-  the batch once half of it has finished.
+  the batch once ``SHRINK_AT`` of it has finished (dropping rows copies the batch's cache, so not at every step).
 
 The cache is preallocated for the whole answer (no copy per token), and attention runs through
 ``_grouped_sdpa``, which stacks each KV group's query heads instead of repeating the keys per group
@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+
+SHRINK_AT = 0.25  # the finished share of a batch at which its finished rows leave it
 
 
 @dataclass
@@ -274,7 +276,8 @@ class _BatchDecoder:
         return self._logits(last).argmax(-1)
 
     def _generate(self, tokenizer: Any, first: torch.Tensor) -> list[str]:
-        """Greedy decoding with KVPress's stopping rule; finished rows leave the batch once half have finished."""
+        """Greedy decoding with KVPress's stopping rule; finished rows leave the batch once ``SHRINK_AT`` of it
+        has finished."""
         stop = stop_ids(self.model)
         generated = [[int(t)] for t in first.tolist()]
         budget = [r.max_new_tokens for r in self.rows]
@@ -285,7 +288,7 @@ class _BatchDecoder:
                        and (len(generated[b]) == 1 or generated[b][-1] not in stop)]
             if not running:
                 break
-            if len(running) <= len(alive) // 2:
+            if len(alive) - len(running) >= max(1, SHRINK_AT * len(alive)):
                 self._keep(running)
                 alive = [alive[j] for j in running]
             tokens = torch.tensor([[generated[b][-1]] for b in alive], device=self.device)

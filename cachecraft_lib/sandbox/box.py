@@ -84,6 +84,13 @@ class Box:
     def start(self, setup: dict, text: str, arrays: dict[str, np.ndarray] | None = None) -> dict:
         """Start the child and load ``text`` with ``setup`` (and read-only ``arrays`` for the layer's ``load``, e.g.
         a submission's parameters); the load reply's header (``Failure`` otherwise)."""
+        self.launch(setup, text, arrays)
+        return self.loaded()
+
+    def launch(self, setup: dict, text: str, arrays: dict[str, np.ndarray] | None = None) -> None:
+        """The first half of ``start``: start the child and send it the load frame, without waiting for it (so
+        several sandboxes load side by side; ``loaded`` waits). Call it from the thread that will use the
+        sandbox: bubblewrap's --die-with-parent follows the thread that started it."""
         extra = dict(arrays or {})
         self.close()
         plan, cg, fd = self.boundary, None, None
@@ -105,9 +112,14 @@ class Box:
         setup = {**setup, "layer": "child", "memory_mb": self.limits.memory_mb, "seccomp": run_filter is not None}
         arrays = {**extra, **({"seccomp": run_filter} if run_filter is not None else {})}
         self._cpu_mark = None
-        header, _, _ = self.request({"setup": setup}, arrays, text, self.limits.load_s, what="loading")
+        self._pending_load = self.send({"setup": setup}, arrays, text, self.limits.load_s, what="loading")
+
+    def loaded(self) -> dict:
+        """The second half of ``start``: the load reply's header, once the child has loaded (``Failure`` if not)."""
+        header, _, _ = self.receive(self._pending_load)
+        cg = self.process.cgroup
         if cg is not None:
-            self._check_load_tasks(cg, RUNTIME_TASKS[plan.bwrap])
+            self._check_load_tasks(cg, RUNTIME_TASKS[self.boundary.bwrap])
         return header
 
     def _check_load_tasks(self, cg: CGroup, expected: int) -> None:
@@ -123,6 +135,11 @@ class Box:
     def request(self, header: dict, arrays: dict[str, np.ndarray] | None = None, text: str = "",
                 cpu_s: float | None = None, what: str = "the call") -> tuple[dict, str, dict[str, np.ndarray]]:
         """Send one frame, read the reply (header, text, arrays); ``Failure`` kills the sandbox."""
+        return self.receive(self.send(header, arrays, text, cpu_s, what))
+
+    def send(self, header: dict, arrays: dict[str, np.ndarray] | None = None, text: str = "",
+             cpu_s: float | None = None, what: str = "the call") -> tuple:
+        """Send one frame; what ``receive`` needs to read its reply within the call's limits."""
         if self.process is None or not self.process.alive:
             raise Failure("crash", "the sandbox is not running")
         cpu_s = self.limits.cpu_s if cpu_s is None else cpu_s
@@ -133,7 +150,13 @@ class Box:
         backstop = max(WALL_MIN_S, WALL_FACTOR * cpu_s)
         cpu_s -= self._charge_gap(cpu_s, what)
         self.process.send(frames.encode(header, arrays, text.encode()))
-        start, cpu0 = time.monotonic(), self.process.cpu_seconds()
+        return cpu_s, backstop, left, what, time.monotonic(), self.process.cpu_seconds()
+
+    def receive(self, pending: tuple) -> tuple[dict, str, dict[str, np.ndarray]]:
+        """The reply to the frame ``send`` sent (header, text, arrays); ``Failure`` kills the sandbox."""
+        cpu_s, backstop, left, what, start, cpu0 = pending
+        if self.process is None:
+            raise Failure("crash", "the sandbox is not running")
         try:
             reply, body = self.process.receive(cpu_s, min(backstop, left), self.limits.max_payload,
                                                on_wall=lambda s: self._spent() if s < backstop else None)

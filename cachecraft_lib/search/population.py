@@ -8,14 +8,15 @@ for every budget (``policy_batch.context_features``, built by the converted ``me
 Each candidate then only runs its program:
 
 - one sandbox per candidate for the whole evaluation (``MethodSandbox``: the arena's child, boundary and
-  limits), reloaded before each context (``reload``: a fresh ``Method`` from a fresh namespace, so a method
-  keeps no state from one context to the next, as the arena's fresh sandbox per context ensures);
-- one sandbox call per layer answers every budget of the board (``keep_features``; its CPU limit is the
-  per-layer limit times the budgets); the indices are validated here and applied by a real KVPress press
+  limits), with a fresh ``Method`` from a fresh namespace for each context (so a method keeps no state from one
+  context to the next, as the arena's fresh sandbox per context ensures);
+- one sandbox call per context answers every layer and budget of the board (``keep_context``: a fresh
+  ``Method``, then ``keep_features`` layer by layer; its CPU limit is the per-layer limit times the budgets and
+  layers); the indices are validated here and applied by a real KVPress press
   (``policy_batch.KeptIndicesPress``) to the shared prefill;
 - the compressed caches of all candidates x budgets of up to ``CONTEXTS_PER_DECODE`` contexts are decoded
-  together by the grid's batched engine (``grid.decode.decode_rows``: rows sorted by size, ``CPU_DECODE_ROWS``
-  per greedy loop on CPU, so a loop's rows have similar lengths and few loops run); two candidates (or generations) whose validated indices are the
+  together by the grid's batched engine (``grid.decode.decode_rows``), the rows of one cache width together,
+  up to ``CPU_DECODE_ROWS`` per greedy loop on CPU (no padding, few loops); two candidates (or generations) whose validated indices are the
   same on every layer at a budget have the same cache, so it is decoded once and its answers reused
   (``selection_digest``; ``memo_hits`` counts them); the full cache's answers come from the board's cached
   baseline rows, as in ``arena dev``.
@@ -42,7 +43,7 @@ from ..sandbox import WallBudget
 from .policy_batch import KeptIndicesPress, LayerFeatures, context_features, selection_digest
 
 CONTEXTS_PER_DECODE = 32  # contexts whose caches are decoded together (board A's dev items at cpu: all of them)
-CPU_DECODE_ROWS = 128  # rows per greedy loop on CPU, the smallest caches first: fewer loops, less padding
+CPU_DECODE_ROWS = 384  # rows per greedy loop on CPU (a budget's rows of board A's 32 dev contexts)
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,7 @@ class PopulationRunner(BoardRunner):
         self._prepared: dict[Any, _Prepared] = {}
         self._memo: dict[tuple, list[dict]] = {}  # (context, budget, selection digest) -> its rows, method unset
         self._boxes: dict[str, MethodSandbox] = {}
+        self._start_errors: dict[str, Exception] = {}  # a candidate whose sandbox failed to start (raised at its use)
         self.failures: dict[str, str] = {}
         self.memo_hits = 0
 
@@ -82,6 +84,7 @@ class PopulationRunner(BoardRunner):
         (``name -> "kind: message"``) and have no rows at all. Sandboxes stay open until ``close``. The caches
         of up to ``CONTEXTS_PER_DECODE`` contexts are decoded together (rows of any length mix in a batch)."""
         self.failures = {}
+        self._start_all(candidates)
         groups = [group for _, group in items.groupby("context_id", sort=False)]
         rows: list[dict] = []
         for begin in range(0, len(groups), CONTEXTS_PER_DECODE):
@@ -97,7 +100,28 @@ class PopulationRunner(BoardRunner):
         """End every candidate's sandbox (``BoardFitness.evaluate`` calls it after each population)."""
         for box in self._boxes.values():
             box.close()
-        self._boxes = {}
+        self._boxes, self._start_errors = {}, {}
+
+    def _start_all(self, candidates: list[Candidate]) -> None:
+        """Start the candidates' sandboxes side by side: every one is launched (its method sent) before any is
+        waited for, so their loads (mostly the child's interpreter and numpy import) overlap. A failure to start
+        is kept and raised, unchanged, where the candidate is first used."""
+        launched = []
+        for c in candidates:
+            if c.name in self._boxes or c.name in self._start_errors:
+                continue
+            limits = Limits.of(**c.limits)
+            try:
+                box = MethodSandbox(c.submission, limits, budget=WallBudget(limits.wall_s)).launch()
+            except SubmissionError as err:
+                self._start_errors[c.name] = err
+                continue
+            launched.append((c, box))
+        for c, box in launched:
+            try:
+                self._boxes[c.name] = box.loaded()
+            except SubmissionError as err:
+                self._start_errors[c.name] = err
 
     def prepare(self, group: pd.DataFrame) -> _Prepared:
         """The context's shared state, computed on first use and kept (it depends on the items only)."""
@@ -118,6 +142,8 @@ class PopulationRunner(BoardRunner):
         return _Prepared(question_ids, shared, base, self._stats(row, shared.context_length), features, press_flops)
 
     def _box(self, c: Candidate) -> MethodSandbox:
+        if c.name in self._start_errors:
+            raise self._start_errors.pop(c.name)
         box = self._boxes.get(c.name)
         if box is None or not box.alive:
             limits = Limits.of(**c.limits)
@@ -125,18 +151,23 @@ class PopulationRunner(BoardRunner):
         return box
 
     def select(self, c: Candidate, prep: _Prepared) -> list[dict[int, Any]]:
-        """The candidate's validated indices on this context: per budget, ``layer -> (H_kv, n)`` indices."""
+        """The candidate's validated indices on this context: per budget, ``layer -> (H_kv, n)`` indices. One
+        sandbox call for the whole context (``keep_context``: a fresh Method, so no state from the previous
+        context, then every layer in order); its CPU limit is the per-layer limit x budgets x layers."""
         box = self._box(c)
-        box.request("reload", {})  # a fresh Method: no state from the previous context
-        cpu_s = Limits.of(**c.limits).timeout_s * len(self.board.budgets)
+        budgets = len(self.board.budgets)
+        cpu_s = Limits.of(**c.limits).timeout_s * budgets * len(prep.features)
+        arrays = {f"{i}:{k}": a for i, lf in enumerate(prep.features) for k, a in lf.arrays.items()}
+        out = box.request("keep_context", arrays, cpu_s=cpu_s, layers=[lf.header() for lf in prep.features])
+        expected = {f"{i}:out.{j}" for i in range(len(prep.features)) for j in range(budgets)}
+        if set(out) != expected:
+            box.close()
+            raise SubmissionError("protocol", f"a reply with arrays {sorted(set(out) ^ expected)[:5]} unexpected "
+                                              "or missing")
         kept: list[dict[int, Any]] = [{} for _ in self.board.budgets]
-        for lf in prep.features:
-            out = box.request("keep_features", lf.arrays, cpu_s=cpu_s, **lf.header())
-            if set(out) != {f"out.{j}" for j in range(len(lf.budgets))}:
-                box.close()
-                raise SubmissionError("protocol", f"layer {lf.layer}: a reply with arrays {sorted(out)[:5]}")
+        for i, lf in enumerate(prep.features):
             for j, budget in enumerate(lf.budgets):
-                kept[j][lf.layer] = validate_indices(out[f"out.{j}"], lf.heads, lf.n_tokens, budget)
+                kept[j][lf.layer] = validate_indices(out[f"{i}:out.{j}"], lf.heads, lf.n_tokens, budget)
         return kept
 
     def _select_context(self, group: pd.DataFrame, candidates: list[Candidate], pending: dict) -> list[tuple]:
@@ -165,10 +196,22 @@ class PopulationRunner(BoardRunner):
         return plan
 
     def _decode(self, pending: dict) -> None:
-        """Decode every pending cache in one batch and keep its rows (method unset) in the memo."""
+        """Decode every pending cache and keep its rows (method unset) in the memo. Rows of one cache width (on
+        a board of one length, one budget) are decoded together, up to ``CPU_DECODE_ROWS`` per greedy loop on
+        CPU: a loop's cost is its rows x its widest cache plus a fixed cost per step, so loops of equal widths
+        and as few loops as possible."""
         flat = [row[-1] for _, rows in pending.values() for row in rows]
         size = self.batch_size or (CPU_DECODE_ROWS if self.model.device.type == "cpu" else None)
-        answers = iter(decode_rows(self.model, self.tokenizer, flat, size) if flat else [])
+        by_width: dict[int, list[int]] = {}
+        for i, row in enumerate(flat):
+            by_width.setdefault(max(k.shape[2] for k in row.keys), []).append(i)
+        texts: list[str] = [""] * len(flat)
+        for width in sorted(by_width):
+            group = by_width[width]
+            for i, text in zip(group, decode_rows(self.model, self.tokenizer, [flat[i] for i in group], size),
+                               strict=True):
+                texts[i] = text
+        answers = iter(texts)
         for key, (prep, rows) in pending.items():
             self._memo[key] = [self._record("", keep, item, flops, row, next(answers), prep.full_stats, prep.base)
                                for keep, item, flops, row in rows]

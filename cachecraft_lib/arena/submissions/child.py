@@ -56,6 +56,8 @@ def handle(state: list, header: dict, arrays: dict[str, np.ndarray]) -> tuple[di
         return reload(state)
     if header.get("hook") == "keep_features":
         return handle_features(state[0], header, arrays)
+    if header.get("hook") == "keep_context":
+        return handle_context(state, header, arrays)
     method, default = state[0], state[1]
     layer = method_api.Layer(**arrays, **{k: header[k] for k in method_api.SCALARS})
     before = _digests(arrays)
@@ -134,6 +136,22 @@ def handle_features(method: Any, header: dict, arrays: dict[str, np.ndarray]) ->
         out[f"out.{j}"] = answer
     if _digests(arrays) != before:
         return {"ok": False, "kind": "tampering", "error": "keep_features() changed its inputs"}, {}
+    return {"ok": True}, out
+
+
+def handle_context(state: list, header: dict, arrays: dict[str, np.ndarray]) -> tuple[dict, dict]:
+    """A fresh ``Method`` (as ``reload``), then ``handle_features`` for every layer of one context in order: one
+    round trip per context instead of one per layer. Layer ``i``'s arrays are ``<i>:f.<name>[.<j>]`` and its
+    scalars ``header["layers"][i]``; its answers come back as ``<i>:out.<j>``."""
+    reload(state)
+    out = {}
+    for i, layer_header in enumerate(header["layers"]):
+        prefix = f"{i}:"
+        mine = {k[len(prefix):]: a for k, a in arrays.items() if k.startswith(prefix)}
+        reply, answers = handle_features(state[0], layer_header, mine)
+        if not reply.get("ok"):
+            return reply, {}
+        out.update({prefix + k: a for k, a in answers.items()})
     return {"ok": True}, out
 
 

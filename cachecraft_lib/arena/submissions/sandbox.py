@@ -84,12 +84,26 @@ class MethodSandbox:
         return self._box.alive
 
     def start(self) -> MethodSandbox:
+        self.launch()
+        return self.loaded()
+
+    def launch(self) -> MethodSandbox:
+        """Start the sandbox and send it the method without waiting for it to load (``loaded`` waits): several
+        candidates' sandboxes load side by side (the search's population path)."""
         try:
             from .params import frame_arrays
 
             params = self.submission.params_arrays
-            header = self._box.start({"returns": self.submission.returns, "params": bool(params)},
-                                     self.submission.source, frame_arrays(params))
+            self._box.launch({"returns": self.submission.returns, "params": bool(params)}, self.submission.source,
+                             frame_arrays(params))
+        except Failure as err:
+            raise _refusal(err) from None
+        return self
+
+    def loaded(self) -> MethodSandbox:
+        """Wait for the method ``launch`` sent to load; the refusal if it did not."""
+        try:
+            header = self._box.loaded()
         except Failure as err:
             raise _refusal(err) from None
         if not header.get("ok"):
