@@ -301,5 +301,5 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_site_verb(verb)
     from .arena_search import add_search_verb, add_submit_search_verb  # the board search and its submission
 
-    add_search_verb(verb)
+    _ray_options(add_search_verb(verb))
     add_submit_search_verb(verb)

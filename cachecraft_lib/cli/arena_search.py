@@ -78,6 +78,8 @@ SEARCH_HELP = ("evolve a policy program on a board's dev items (fitness = `arena
 
 
 def _cmd_search(args: argparse.Namespace) -> int:
+    if args.random_seeds or args.ray is not None:
+        return _search_seeds(args)
     from ..search.board_fitness import BoardFitness
     from ..search.board_search import board_search
     from ..search.seeds import seed_path
@@ -90,6 +92,25 @@ def _cmd_search(args: argparse.Namespace) -> int:
     return 0
 
 
+def _search_seeds(args: argparse.Namespace) -> int:
+    """``--random-seeds`` (and/or ``--ray``): one run per seed, here one after another or side by side on Ray."""
+    from ..arena.arena import Arena
+    from ..search.board_seeds import board_searches
+
+    seeds = args.random_seeds or [args.random_seed]
+    out = Path(args.out) if args.out else Arena(args.profile, args.root).root / "search_runs"
+    table = board_searches(args.board, args.seed, seeds, args.generations, args.population, out, args.profile,
+                           root=args.root, structural=not args.linear_only, ray=args.ray,
+                           cpus_per_task=args.cpus_per_task, max_retries=args.max_retries)
+    print(table.to_string(index=False))
+    done = table[table.error == ""]
+    if len(done):
+        best = done.loc[done.best.idxmax()]
+        print(f"best run: {best.run} (dev fitness {best.best:.4f}); submit it with `cachecraft arena submit-search "
+              f"{best.run} --board {args.board}`")
+    return 0 if len(done) == len(table) else 1
+
+
 def add_search_verb(verb: Callable[[str, Callable, str], argparse.ArgumentParser]) -> argparse.ArgumentParser:
     """Add ``search`` (the board search) through ``cli.arena``'s ``verb``."""
     p = verb("search", _cmd_search, SEARCH_HELP)
@@ -98,8 +119,12 @@ def add_search_verb(verb: Callable[[str, Callable, str], argparse.ArgumentParser
     p.add_argument("--generations", type=int, default=5)
     p.add_argument("--population", type=int, default=6, help="children per generation, scored in one batched pass")
     p.add_argument("--random-seed", type=int, default=0, help="the run is deterministic for it")
+    p.add_argument("--random-seeds", type=int, nargs="+", metavar="N",
+                   help="several runs, one per seed, into <out>/<board>_<seed>_<N> with a seeds.csv; with --ray "
+                        "side by side (one worker each), else one after another sharing the prefills")
     p.add_argument("--linear-only", action="store_true", help="only the linear-scorer edits (no structural operators)")
-    p.add_argument("--out", help="run folder (default <root>/search_runs/<board>_<seed>_<random seed>)")
+    p.add_argument("--out", help="run folder (default <root>/search_runs/<board>_<seed>_<random seed>); with "
+                                 "--random-seeds or --ray, the folder of the runs (default <root>/search_runs)")
     return p
 
 
