@@ -129,7 +129,7 @@ def test_a_probe_carrying_the_question_is_refused_on_b_boards(model_tok, tmp_pat
                            "context_id": 0, "task": "niah_single_1", "length": 64}])
     runner = BoardRunner(model, tokenizer, load_board("cpu", "B_online"))
     with pytest.raises(SubmissionError) as err:
-        runner._context(group, [submission_contender(sub)])
+        runner._compress(group, [submission_contender(sub)])
     assert err.value.kind == "probe_is_question"
     check_not_question([PROBE], [q])  # a fixed probe that is not the question passes
     aware = BoardRunner(model, tokenizer, load_board("cpu", "A"))

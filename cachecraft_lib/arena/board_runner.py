@@ -1,5 +1,5 @@
 """Run methods on a board's items: one shared prefill per context, every method x budget compressed from it,
-one batched decode of all their caches (``grid.decode.decode_rows``), RULER's metric per answer.
+one batched decode of the caches of many contexts (``grid.decode.decode_by_width``), RULER's metric per answer.
 
 Why this path and not KVPress's pipeline per item: it is the grid's path (``prefill.SharedPrefill``, the same
 ``CacheRow``s), so a submission is scored exactly as the suite scores every baseline, and a board of several
@@ -30,7 +30,7 @@ import torch
 from kvpress import BasePress
 from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
 
-from ..grid.decode import CacheRow, decode_rows
+from ..grid.decode import CacheRow, decode_by_width
 from ..methods.registry import NO_PRESS, arena_baselines, get_method
 from ..models.pipeline import make_pipeline
 from ..models.prefill import SharedPrefill
@@ -137,6 +137,10 @@ def count_flops():
         yield counter
 
 
+CONTEXTS_PER_DECODE = 32  # contexts whose caches are decoded together (board A's dev items at cpu: all of them)
+DECODE_BYTES = 2 << 30  # ... unless their caches reach this many bytes (a large model's: fewer contexts)
+
+
 class BoardRunner:
     """Evaluates contenders on items of one board with one model."""
 
@@ -148,10 +152,34 @@ class BoardRunner:
         self.kv_per_token = cfg.num_hidden_layers * cfg.num_key_value_heads
 
     def run(self, items: pd.DataFrame, contenders: Iterable[Contender], progress: bool = True) -> pd.DataFrame:
-        """One row per (contender, budget, item); the full cache is always run (budget 1.0, method ``full``)."""
+        """One row per (contender, budget, item); the full cache is always run (budget 1.0, method ``no_press``).
+        Each context is compressed as it comes (a submission in a fresh sandbox per context); the caches of up to
+        ``CONTEXTS_PER_DECODE`` contexts (``DECODE_BYTES`` in all) are decoded together, so a decode loop's fixed
+        cost per step and its longest answer are paid once for many contexts (the answers do not change)."""
         contenders = [c for c in contenders if c.name != NO_PRESS]
-        rows = over_contexts(items, lambda group: self._context(group, contenders), self.board.name, progress)
-        return pd.DataFrame(rows, columns=ROW_COLUMNS)
+        pending: list[list[tuple]] = []
+
+        def one(group: pd.DataFrame) -> list[dict]:
+            pending.append(self._compress(group, contenders))
+            full = sum(meta[-1].nbytes() for context in pending for meta in context) >= DECODE_BYTES
+            return self._decode_pending(pending) if full or len(pending) >= CONTEXTS_PER_DECODE else []
+
+        rows = over_contexts(items, one, self.board.name, progress)
+        return pd.DataFrame(rows + self._decode_pending(pending), columns=ROW_COLUMNS)
+
+    def _decode_pending(self, pending: list[list[tuple]]) -> list[dict]:
+        """Decode the pending contexts' caches together; their rows in context order (the full cache first)."""
+        flat = [meta for context in pending for meta in context]
+        answers = decode_by_width(self.model, self.tokenizer, [m[-1] for m in flat], self.batch_size) if flat else []
+        out, at = [], 0
+        for context in pending:
+            full_stats = self._stats(context[0][-1], context[0][-2]["context_length"])
+            for (name, keep, item, flops, base, row), answer in zip(context, answers[at:at + len(context)],
+                                                                      strict=True):
+                out.append(self._record(name, keep, item, flops, row, answer, full_stats, base))
+            at += len(context)
+        pending.clear()
+        return out
 
     # ---------------------------------------------------------------------------------- one context
     def tokenize(self, group: pd.DataFrame):
@@ -165,7 +193,9 @@ class BoardRunner:
                         for q, p in zip(questions, group.answer_prefix, strict=True)]
         return context_ids, question_ids
 
-    def _context(self, group: pd.DataFrame, contenders: list[Contender]) -> list[dict]:
+    def _compress(self, group: pd.DataFrame, contenders: list[Contender]) -> list[tuple]:
+        """One context: its shared prefill, every contender x budget's compressed cache; one decode row per
+        (cache, question) as ``(name, budget, item, flops, base, row)``, the full cache's first."""
         first = group.iloc[0]
         context_ids, question_ids = self.tokenize(group)
         if not self.board.query_aware:
@@ -187,7 +217,7 @@ class BoardRunner:
                 make = (lambda b=build, r=ratio: self._own_cache(b(r), context_ids, prefill_flops)) \
                     if own else (lambda b=build, r=ratio: self._shared_cache(shared, b(r)))
                 plan.append((c.name, keep, make))
-        decode_rows_, meta = [], []
+        meta = []
         for name, keep, make in plan:
             cache, flops = make()
             template = CacheRow.from_cache(self.model, cache, question_ids[0], shared.context_length,
@@ -196,12 +226,8 @@ class BoardRunner:
                 row = template if j == 0 else CacheRow(template.keys, template.values, template.masked,
                                                        question_ids[j].reshape(1, -1), template.start,
                                                        int(item.max_new_tokens))
-                decode_rows_.append(row)
-                meta.append((name, keep, item, flops, row))
-        answers = decode_rows(self.model, self.tokenizer, decode_rows_, self.batch_size)
-        full_stats = self._stats(decode_rows_[0], base["context_length"])
-        return [self._record(name, keep, item, flops, row, answer, full_stats, base)
-                for (name, keep, item, flops, row), answer in zip(meta, answers, strict=True)]
+                meta.append((name, keep, item, flops, base, row))
+        return meta
 
     def _shared_cache(self, shared: SharedPrefill, press: BasePress | None) -> tuple[Any, int]:
         with count_flops() as counter:

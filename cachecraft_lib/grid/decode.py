@@ -34,6 +34,8 @@ from typing import Any
 
 import torch
 
+from .preallocated import PreallocatedLayer
+
 SHRINK_AT = 0.25  # the finished share of a batch at which its finished rows leave it
 
 
@@ -148,33 +150,19 @@ def decode_rows(model: Any, tokenizer: Any, rows: list[CacheRow], batch_size: in
     return answers
 
 
-class _Preallocated:
-    """A cache layer with room for the whole answer: writes in place instead of growing by concatenation
-    (which copies the batch's cache at every token) and returns a view of the filled slots."""
-
-    is_sliding = False
-    is_compileable = False
-
-    def __init__(self, keys: torch.Tensor, values: torch.Tensor, filled: int) -> None:
-        self.keys, self.values, self.length = keys, values, filled
-        self.is_initialized = True
-        self.dtype, self.device = keys.dtype, keys.device
-
-    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, cache_kwargs: Any = None):
-        q = key_states.shape[2]
-        self.keys[:, :, self.length:self.length + q] = key_states
-        self.values[:, :, self.length:self.length + q] = value_states
-        self.length += q
-        return self.keys[:, :, :self.length], self.values[:, :, :self.length]
-
-    def get_seq_length(self) -> int:
-        return self.length
-
-    def get_mask_sizes(self, cache_position: torch.Tensor) -> tuple[int, int]:
-        return self.length + cache_position.shape[0], 0
-
-    def get_max_cache_shape(self) -> int:
-        return self.keys.shape[2]
+def decode_by_width(model: Any, tokenizer: Any, rows: list[CacheRow], batch_size: int | None = None) -> list[str]:
+    """``decode_rows`` on the rows of each cache width apart (the widest layer of a row): a loop costs its rows x
+    its widest cache, so rows of many contexts and methods decode with no padding between widths."""
+    groups: dict[int, list[int]] = {}
+    for i, row in enumerate(rows):
+        groups.setdefault(max(k.shape[2] for k in row.keys), []).append(i)
+    answers: list[str] = [""] * len(rows)
+    for width in sorted(groups):
+        members = groups[width]
+        for i, text in zip(members, decode_rows(model, tokenizer, [rows[i] for i in members], batch_size),
+                           strict=True):
+            answers[i] = text
+    return answers
 
 
 class _BatchDecoder:
@@ -205,7 +193,7 @@ class _BatchDecoder:
                 valid[b, :, :n] = True
                 if r.masked[layer] is not None:
                     valid[b, :, :n] &= ~r.masked[layer].to(self.device)
-            layers.append(_Preallocated(keys, values, self.width))
+            layers.append(PreallocatedLayer(keys, values, self.width))
             self.valid.append(valid)
         self.cache = Cache(layers=layers)
         self.offset = self.width

@@ -37,7 +37,7 @@ import torch
 from ..arena.board_runner import ROW_COLUMNS, BoardRunner, count_flops
 from ..arena.submissions.folder import Submission, SubmissionError
 from ..arena.submissions.sandbox import Limits, MethodSandbox, validate_indices
-from ..grid.decode import CacheRow, decode_rows
+from ..grid.decode import CacheRow, decode_by_width
 from ..models.prefill import SharedPrefill
 from ..sandbox import WallBudget
 from .policy_batch import KeptIndicesPress, LayerFeatures, context_features, selection_digest
@@ -196,22 +196,12 @@ class PopulationRunner(BoardRunner):
         return plan
 
     def _decode(self, pending: dict) -> None:
-        """Decode every pending cache and keep its rows (method unset) in the memo. Rows of one cache width (on
-        a board of one length, one budget) are decoded together, up to ``CPU_DECODE_ROWS`` per greedy loop on
-        CPU: a loop's cost is its rows x its widest cache plus a fixed cost per step, so loops of equal widths
-        and as few loops as possible."""
+        """Decode every pending cache and keep its rows (method unset) in the memo: rows of one cache width (on a
+        board of one length, one budget) together (``decode_by_width``), up to ``CPU_DECODE_ROWS`` per greedy
+        loop on CPU."""
         flat = [row[-1] for _, rows in pending.values() for row in rows]
         size = self.batch_size or (CPU_DECODE_ROWS if self.model.device.type == "cpu" else None)
-        by_width: dict[int, list[int]] = {}
-        for i, row in enumerate(flat):
-            by_width.setdefault(max(k.shape[2] for k in row.keys), []).append(i)
-        texts: list[str] = [""] * len(flat)
-        for width in sorted(by_width):
-            group = by_width[width]
-            for i, text in zip(group, decode_rows(self.model, self.tokenizer, [flat[i] for i in group], size),
-                               strict=True):
-                texts[i] = text
-        answers = iter(texts)
+        answers = iter(decode_by_width(self.model, self.tokenizer, flat, size))
         for key, (prep, rows) in pending.items():
             self._memo[key] = [self._record("", keep, item, flops, row, next(answers), prep.full_stats, prep.base)
                                for keep, item, flops, row in rows]
