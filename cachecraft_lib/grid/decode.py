@@ -36,6 +36,7 @@ import torch
 
 from .preallocated import PreallocatedLayer
 
+WIDTH_SLACK = 1.125  # decode_by_width: a loop's widest cache at most this many times its narrowest
 SHRINK_AT = 0.25  # the finished share of a batch at which its finished rows leave it
 
 
@@ -151,15 +152,19 @@ def decode_rows(model: Any, tokenizer: Any, rows: list[CacheRow], batch_size: in
 
 
 def decode_by_width(model: Any, tokenizer: Any, rows: list[CacheRow], batch_size: int | None = None) -> list[str]:
-    """``decode_rows`` on the rows of each cache width apart (the widest layer of a row): a loop costs its rows x
-    its widest cache, so rows of many contexts and methods decode with no padding between widths."""
-    groups: dict[int, list[int]] = {}
-    for i, row in enumerate(rows):
-        groups.setdefault(max(k.shape[2] for k in row.keys), []).append(i)
+    """``decode_rows`` on rows of similar cache widths (the widest layer of a row) together: a loop costs its rows
+    x its widest cache plus a fixed cost per step, so rows are sorted by width and cut into loops of at most
+    ``batch_size`` rows whose widths stay within ``WIDTH_SLACK`` of the loop's narrowest (the contexts of a board
+    differ by a few tokens: one loop per budget, not one per context)."""
+    widths = [max(k.shape[2] for k in row.keys) for row in rows]
+    loops: list[list[int]] = []
+    for i in sorted(range(len(rows)), key=lambda i: widths[i]):
+        if not loops or widths[i] > WIDTH_SLACK * widths[loops[-1][0]] or len(loops[-1]) == (batch_size or -1):
+            loops.append([])
+        loops[-1].append(i)
     answers: list[str] = [""] * len(rows)
-    for width in sorted(groups):
-        members = groups[width]
-        for i, text in zip(members, decode_rows(model, tokenizer, [rows[i] for i in members], batch_size),
+    for members in loops:
+        for i, text in zip(members, decode_rows(model, tokenizer, [rows[i] for i in members], len(members)),
                            strict=True):
             answers[i] = text
     return answers
