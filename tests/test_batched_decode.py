@@ -85,3 +85,27 @@ def test_finch_prefills_on_its_own_and_joins_the_batch(tiny_answerer, tiny_rows)
     other = _row(model, shared, "snapkv", 0.5, q, 12)
     assert finch.start < shared.context_length  # re-rotated keys continue from the compressed length
     assert decode_rows(model, tok, [other, finch])[1] == expected
+
+
+def test_decode_by_width_loops_rows_of_similar_width_and_keeps_the_order(monkeypatch):
+    """Rows within WIDTH_SLACK of a loop's narrowest share a loop (contexts differ by a few tokens), wider ones start
+    another, a loop holds at most batch_size rows, and each answer returns to its row's place."""
+    import torch
+
+    from cachecraft_lib.grid import decode as dec
+
+    def row(width: int) -> dec.CacheRow:
+        kv = [torch.zeros(1, 1, width, 2)]
+        return dec.CacheRow(kv, kv, [None], torch.zeros(1, 1, dtype=torch.long), width, 1)
+
+    loops = []
+
+    def fake(model, tokenizer, rows, batch_size=None, tokenwise_question=False):
+        loops.append(([r.start for r in rows], batch_size))
+        return [f"w{r.start}" for r in rows]
+
+    monkeypatch.setattr(dec, "decode_rows", fake)
+    widths = [204, 100, 104, 110, 200, 300]
+    assert dec.decode_by_width(None, None, [row(w) for w in widths], 2) == [f"w{w}" for w in widths]
+    assert [members for members, _ in loops] == [[100, 104], [110], [200, 204], [300]]
+    assert {size for _, size in loops} == {2}  # the caller's batch size (None: decode_rows sizes it by memory)

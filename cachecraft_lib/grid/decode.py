@@ -164,7 +164,7 @@ def decode_by_width(model: Any, tokenizer: Any, rows: list[CacheRow], batch_size
         loops[-1].append(i)
     answers: list[str] = [""] * len(rows)
     for members in loops:
-        for i, text in zip(members, decode_rows(model, tokenizer, [rows[i] for i in members], len(members)),
+        for i, text in zip(members, decode_rows(model, tokenizer, [rows[i] for i in members], batch_size),
                            strict=True):
             answers[i] = text
     return answers

@@ -34,7 +34,7 @@ from typing import Any
 import pandas as pd
 import torch
 
-from ..arena.board_runner import ROW_COLUMNS, BoardRunner, count_flops
+from ..arena.board_runner import CONTEXTS_PER_DECODE, ROW_COLUMNS, BoardRunner, count_flops
 from ..arena.submissions.folder import Submission, SubmissionError
 from ..arena.submissions.sandbox import Limits, MethodSandbox, validate_indices
 from ..grid.decode import CacheRow, decode_by_width
@@ -42,7 +42,6 @@ from ..models.prefill import SharedPrefill
 from ..sandbox import WallBudget
 from .policy_batch import KeptIndicesPress, LayerFeatures, context_features, selection_digest
 
-CONTEXTS_PER_DECODE = 32  # contexts whose caches are decoded together (board A's dev items at cpu: all of them)
 CPU_DECODE_ROWS = 384  # rows per greedy loop on CPU (a budget's rows of board A's 32 dev contexts)
 
 

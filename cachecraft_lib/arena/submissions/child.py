@@ -52,10 +52,6 @@ def _digests(arrays: dict[str, np.ndarray]) -> dict[str, str]:
 def handle(state: list, header: dict, arrays: dict[str, np.ndarray]) -> tuple[dict, dict]:
     if header.get("hook") == "whole_cache":
         return handle_whole(state[0], header, arrays)
-    if header.get("hook") == "reload":
-        return reload(state)
-    if header.get("hook") == "keep_features":
-        return handle_features(state[0], header, arrays)
     if header.get("hook") == "keep_context":
         return handle_context(state, header, arrays)
     method, default = state[0], state[1]
@@ -110,11 +106,10 @@ def handle_whole(method: Any, header: dict, arrays: dict[str, np.ndarray]) -> tu
     return {"ok": True}, out
 
 
-def reload(state: list) -> tuple[dict, dict]:
-    """A fresh ``Method`` from a fresh namespace of the same source (the search's population path calls it before
-    each context instead of a new sandbox: the method's own state, ``self`` and its module's globals, is gone)."""
+def reload(state: list) -> None:
+    """A fresh ``Method`` from a fresh namespace of the same source (``handle_context`` calls it before each
+    context instead of a new sandbox: the method's own state, ``self`` and its module's globals, is gone)."""
     state[:2] = load(*state[2])[:2]
-    return {"ok": True}, {}
 
 
 def handle_features(method: Any, header: dict, arrays: dict[str, np.ndarray]) -> tuple[dict, dict]:
@@ -140,7 +135,7 @@ def handle_features(method: Any, header: dict, arrays: dict[str, np.ndarray]) ->
 
 
 def handle_context(state: list, header: dict, arrays: dict[str, np.ndarray]) -> tuple[dict, dict]:
-    """A fresh ``Method`` (as ``reload``), then ``handle_features`` for every layer of one context in order: one
+    """A fresh ``Method`` (``reload``), then ``handle_features`` for every layer of one context in order: one
     round trip per context instead of one per layer. Layer ``i``'s arrays are ``<i>:f.<name>[.<j>]`` and its
     scalars ``header["layers"][i]``; its answers come back as ``<i>:out.<j>``."""
     reload(state)

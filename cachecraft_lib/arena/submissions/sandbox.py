@@ -192,7 +192,7 @@ class MethodSandbox:
 
 
     def request(self, hook: str, arrays: dict[str, np.ndarray], cpu_s: float | None = None, **header: Any) -> dict:
-        """Another hook of the child layer (``reload``, ``keep_features``: the search's population path) with
+        """Another hook of the child layer (``keep_context``: the search's population path) with
         its raw answer arrays; the same failures as ``call_parts`` (validate the answers outside)."""
         if not self.alive:
             self.start()
