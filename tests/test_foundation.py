@@ -5,12 +5,12 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
-import tomllib
 import yaml
 
 from cachecraft_lib import cli
