@@ -29,7 +29,7 @@ from . import signing
 from .verify import LedgerTampered, verify_ledger
 
 GENESIS = "0" * 64
-KINDS = ("round", "baseline", "submission", "rejection", "points", "review")
+KINDS = ("round", "baseline", "submission", "rejection", "points", "review", "plan")  # plan: search/preregister.py
 # arena-3: events signed (Ed25519), salted round commitments, reserved names, normalised authors
 RULES_VERSION = "arena-3"
 SIGNED_SINCE = 3  # events of rules version arena-3 and later are signed: unsigned, they were stripped
