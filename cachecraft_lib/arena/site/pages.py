@@ -1,6 +1,7 @@
 """The site's pages as HTML strings: the index (verification status, boards and their rules), one page per
 board (the standing) and one per entry (description, reports, ledger events). Every value goes through
-``markup.esc``/``markup.num``; only ``markup.markdown`` turns a submission's text into (fixed, escaped) HTML.
+``markup.esc``/``markup.num``; only ``markup.markdown`` turns a submission's text into HTML (markdown-it-py,
+raw HTML off).
 """
 
 from __future__ import annotations
