@@ -27,7 +27,7 @@ import pandas as pd
 
 from ..methods.registry import NO_PRESS
 from ..paths import results_dir
-from ..profiles import get_profile
+from ..profiles import PROFILES, board_data_profile, get_profile
 from ..sandbox import BoundaryUnavailable, plan
 from .board_runner import BoardRunner, Contender, baseline_contender, submission_contender
 from .boards.boards import Board, load_boards
@@ -48,9 +48,9 @@ class Arena:
     _loaded_name: str | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.boards = load_boards(self.profile)
+        self.boards = load_boards(board_data_profile(self.profile))  # the gpu stand-in: smoke boards
         self.root = Path(self.root) if self.root else results_dir("arena", self.profile)
-        self.settings = get_profile(self.profile) if self.profile in ("smoke", "cpu", "paper") else None
+        self.settings = get_profile(self.profile) if self.profile in PROFILES else None
 
     # ------------------------------------------------------------------------------------ plumbing
     def board(self, name: str) -> Board:
