@@ -405,6 +405,6 @@ def test_cli_judges_records_and_refuses_without_a_key(tmp_path, capsys, monkeypa
         monkeypatch.delenv(var, raising=False)
     code = _cli(["judge", str(FRC), "--root", root, "--judge", "openai", "--llm-model", "gpt-4o-mini",
                  "--llm-model", "claude-3-5-haiku"])
-    assert code == 2 and "no API key: set CACHECRAFT_JUDGE_API_KEY" in capsys.readouterr().err
+    assert code == 2 and "no API key: set OPENAI_API_KEY" in capsys.readouterr().err
     assert _cli(["judge", str(tmp_path / "nowhere"), "--root", root]) == 2
     assert "not a submission folder" in capsys.readouterr().err

@@ -15,8 +15,8 @@ from cachecraft_lib.arena.judges.llm import (
     JudgeConfigError,
     JudgeConnectionError,
     LLMJudge,
+    api_key,
     family_of,
-    http_transport,
     openai_transport,
     parse_answer,
 )
@@ -35,13 +35,17 @@ class Endpoint:
     """A local OpenAI-compatible server: model -> recorded chat completion; it keeps every request body."""
 
     def __init__(self, answers: dict[str, str]) -> None:
-        self.answers, self.requests = answers, []
+        self.answers, self.requests, self.fail_first = answers, [], 0
         endpoint = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):  # noqa: N802 (http.server's name)
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 endpoint.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), **body})
+                if endpoint.fail_first > 0:
+                    endpoint.fail_first -= 1
+                    self.send_error(503)
+                    return
                 data = json.dumps(_answer(endpoint.answers[body["model"]])).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
@@ -122,7 +126,7 @@ def test_agreeing_judges_make_two_calls_at_temperature_0_with_the_schema(endpoin
 
 def test_judges_more_than_a_point_apart_get_a_third_call_from_the_other_family(endpoint, bundle):
     server = endpoint({GPT: "gpt_review.json", CLAUDE: "claude_far.json"})
-    judge = LLMJudge([CLAUDE, GPT], server.base, http_transport(server.base, "k"))
+    judge = LLMJudge([CLAUDE, GPT], server.base, openai_transport(server.base, "k"))
     result = judge.review(bundle)
     assert [r["model"] for r in server.requests] == [CLAUDE, GPT, GPT]  # claude wrote it: gpt breaks the tie
     assert (result.novelty, result.soundness) == (0, 1)  # medians of (4, 0, 0) and (3, 1, 1)
@@ -132,7 +136,7 @@ def test_judges_more_than_a_point_apart_get_a_third_call_from_the_other_family(e
 
 def test_a_malformed_answer_is_refused_never_scored(endpoint, bundle):
     server = endpoint({GPT: "gpt_review.json", CLAUDE: "malformed.json"})
-    judge = LLMJudge([GPT, CLAUDE], server.base, http_transport(server.base, "k"))
+    judge = LLMJudge([GPT, CLAUDE], server.base, openai_transport(server.base, "k"))
     with pytest.raises(ReviewError, match=f"judge model {CLAUDE}: field 'novelty' must be an integer"):
         judge.review(bundle)
 
@@ -147,7 +151,22 @@ def test_configuration_and_connection_errors_are_clear(monkeypatch):
     with pytest.raises(JudgeConfigError, match="two models"):
         LLMJudge([GPT], transport=lambda m, b: {})
     assert family_of("claude=my-finetune") == "claude" and family_of("o3-mini") == "gpt"
-    for send in (openai_transport("http://127.0.0.1:9/v1", "k", timeout=2), http_transport("http://127.0.0.1:9/v1",
-                                                                                           "k", timeout=2)):
-        with pytest.raises(JudgeConnectionError, match="could not reach"):
-            send(GPT, {"model": GPT, "messages": [{"role": "user", "content": "x"}]})
+    send = openai_transport("http://127.0.0.1:9/v1", "k", timeout=2)
+    with pytest.raises(JudgeConnectionError, match="could not reach"):
+        send(GPT, {"model": GPT, "messages": [{"role": "user", "content": "x"}]})
+    monkeypatch.setenv("CACHECRAFT_JUDGE_API_KEY", "old")
+    with pytest.warns(FutureWarning, match="set OPENAI_API_KEY instead"):
+        assert api_key() == "old"
+    monkeypatch.setenv("OPENAI_API_KEY", "new")
+    assert api_key() == "new"
+
+
+def test_a_failing_endpoint_is_retried_by_the_openai_client(endpoint, bundle):
+    server = endpoint({GPT: "gpt_review.json", CLAUDE: "claude_close.json"})
+    server.fail_first = 1  # one HTTP 503 before the recorded answers
+    judge = LLMJudge([GPT, CLAUDE], server.base, openai_transport(server.base, "k"))
+    assert judge.review(bundle).novelty == 0
+    assert [r["model"] for r in server.requests] == [GPT, GPT, CLAUDE]
+    server.fail_first = 10
+    with pytest.raises(JudgeConnectionError, match="answered HTTP 503"):
+        LLMJudge([GPT, CLAUDE], server.base, openai_transport(server.base, "k", retries=1)).review(bundle)

@@ -2,7 +2,7 @@
 
     cachecraft arena judge my_method/ --board A                       # offline rule judge
     cachecraft arena judge my_method/ --board A --run-dev             # measure the dev report first
-    CACHECRAFT_JUDGE_API_KEY=... cachecraft arena judge my_method/ --board A --judge openai \\
+    OPENAI_API_KEY=... cachecraft arena judge my_method/ --board A --judge openai \\
         --api-base https://api.openai.com/v1 --llm-model gpt-4o-mini --llm-model claude=claude-3-5-haiku
     cachecraft arena judge my_method/ --board A --record              # a review event in the ledger
 
@@ -36,7 +36,7 @@ def add_judge_verb(verb: Callable[[str, Callable, str], argparse.ArgumentParser]
                    help="OpenAI-compatible base URL (e.g. http://localhost:8000/v1 for a local vLLM server)")
     p.add_argument("--llm-model", action="append", default=[], metavar="[FAMILY=]MODEL",
                    help="a judge model; give two of different families (FAMILY= when the name does not show it); "
-                        "the key comes from CACHECRAFT_JUDGE_API_KEY or OPENAI_API_KEY")
+                        "the key comes from OPENAI_API_KEY")
     p.add_argument("--dev-report", help="dev report JSON outside the submission folder (default: the one --run-dev "
                                         "wrote into the arena's dev folder)")
     p.add_argument("--probes-only", action="store_true", help="rule judge: run the method on the synthetic probes "

@@ -1,9 +1,10 @@
 """The LLM judge: any OpenAI-compatible endpoint, two model families, a third call when they disagree.
 
 Each call sends ``prompt.messages(bundle)`` with ``temperature=0`` and ``response_format`` = the JSON schema of
-``prompt.SCHEMA`` (structured output), then parses the answer strictly (``parse_answer``): a missing or extra
-field, a score out of range or not an integer, an unknown flag is refused with ``ReviewError`` naming the
-field, the model and what was expected; nothing malformed is ever scored.
+``prompt.SCHEMA`` (structured output), then checks the answer against that same schema with jsonschema
+(``parse_answer``; integers are JSON integers, never ``3.0``): a missing or extra field, a score out of range
+or not an integer, an unknown flag is refused with ``ReviewError`` naming the field, the model and what was
+expected; nothing malformed is ever scored.
 
 Panel (the reference arena's): two models of different families review the bundle. When they differ by more than one
 point on any score, or one raises a flag the other does not (a flag zeroes the points, so one judge alone
@@ -11,8 +12,8 @@ neither decides nor is ignored), a third call breaks the tie, made with the fami
 submission when ``metadata.yaml`` says which did (``written_by``). The result is the median of three scores
 (two: the lower of the rounded mean, i.e. ``floor``) and the flags at least two judges raised (two: both).
 
-Transport: the ``openai`` client when installed (it is, through openevolve), else plain HTTP (``urllib``) to
-``<api_base>/chat/completions``; both take the same base URL (e.g. ``https://api.openai.com/v1``).
+Transport: the ``openai`` client (a direct dependency) with its own retries, to any OpenAI-compatible base URL
+(e.g. ``https://api.openai.com/v1``); the key comes from ``OPENAI_API_KEY``.
 """
 
 from __future__ import annotations
@@ -21,15 +22,27 @@ import json
 import math
 import os
 import statistics
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+import jsonschema
+import openai
 
 from . import prompt
 from .bundle import Bundle
 from .review import FLAGS, RANGES, Review, ReviewError
 
-KEY_VARS = ("CACHECRAFT_JUDGE_API_KEY", "OPENAI_API_KEY")
+KEY_VAR = "OPENAI_API_KEY"
+OLD_KEY_VAR = "CACHECRAFT_JUDGE_API_KEY"  # read (with a warning) only when OPENAI_API_KEY is unset
+RETRIES = 2  # the openai client's own retries (with backoff) of a dropped connection, a 429 or a 5xx
+# prompt.SCHEMA's validator; a JSON integer is an int (jsonschema's default also takes 3.0, which is no score)
+_VALIDATOR = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator,
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
+        "integer", lambda _, value: isinstance(value, int) and not isinstance(value, bool)),
+)(prompt.SCHEMA)
 KNOWN_FAMILIES = ("gpt", "claude", "gemini", "llama", "qwen", "mistral", "deepseek", "grok", "phi", "gemma")
 Transport = Callable[[str, dict[str, Any]], dict[str, Any]]  # (model, request body) -> chat completion JSON
 
@@ -60,16 +73,48 @@ def model_id(model: str) -> str:
 
 
 def api_key(env: dict[str, str] | None = None) -> str:
+    """The endpoint's key from ``OPENAI_API_KEY`` (the one variable every LLM client of the project reads)."""
     env = os.environ if env is None else env
-    for var in KEY_VARS:
-        if env.get(var):
-            return env[var]
-    raise JudgeConfigError(f"no API key: set {KEY_VARS[0]} (or {KEY_VARS[1]}) to the endpoint's key; a local "
-                           "server that takes none accepts any value, e.g. CACHECRAFT_JUDGE_API_KEY=none")
+    if env.get(KEY_VAR):
+        return env[KEY_VAR]
+    if env.get(OLD_KEY_VAR):
+        warnings.warn(f"{OLD_KEY_VAR} is deprecated: set {KEY_VAR} instead", FutureWarning, stacklevel=2)
+        return env[OLD_KEY_VAR]
+    raise JudgeConfigError(f"no API key: set {KEY_VAR} to the endpoint's key; a local server that takes none "
+                           f"accepts any value, e.g. {KEY_VAR}=none")
+
+
+def _expected(name: str) -> str:
+    """What a field must be, read from ``prompt.SCHEMA`` (the one schema the model is also sent)."""
+    spec = prompt.SCHEMA["properties"][name]
+    if spec["type"] == "integer":
+        return f"an integer from {spec['minimum']} to {spec['maximum']}"
+    if spec["type"] == "array":
+        items = spec["items"]
+        return f"a list of {items['enum']}" if "enum" in items else f"a list of {items['type']}s"
+    return f"a {spec['type']}"
+
+
+def _schema_error(data: Any, where: str) -> str | None:
+    """The first way ``data`` breaks ``prompt.SCHEMA``, said with the field and what was expected (None: valid)."""
+    if not isinstance(data, dict):
+        return f"{where} answered a {type(data).__name__}, expected a JSON object"
+    errors = list(_VALIDATOR.iter_errors(data))
+    if not errors:
+        return None
+    fields = prompt.SCHEMA["required"]
+    at_root = {e.validator for e in errors if not e.path}
+    if at_root & {"required", "additionalProperties"}:
+        missing, extra = [f for f in fields if f not in data], sorted(set(data) - set(fields))
+        said = [f"missing field(s) {missing}"] * bool(missing) + [f"unexpected field(s) {extra}"] * bool(extra)
+        return f"{where}: {'; '.join(said)}; expected exactly {fields}"
+    name = sorted(str(e.path[0]) for e in errors if e.path)[0]
+    return f"{where}: field '{name}' must be {_expected(name)}, got {data[name]!r}"
 
 
 def parse_answer(content: str | None, model: str) -> Review:
-    """A chat answer's JSON as a ``Review``; ``ReviewError`` naming the field and what was expected otherwise."""
+    """A chat answer's JSON as a ``Review``, checked against ``prompt.SCHEMA`` with jsonschema; ``ReviewError``
+    naming the field and what was expected otherwise."""
     where = f"judge model {model}"
     if not content:
         raise ReviewError(f"{where} returned no content (expected a JSON object following prompt.SCHEMA)")
@@ -77,38 +122,19 @@ def parse_answer(content: str | None, model: str) -> Review:
         data = json.loads(content)
     except json.JSONDecodeError as err:
         raise ReviewError(f"{where} did not answer JSON ({err.msg} at character {err.pos}): {content[:80]!r}") from None
-    if not isinstance(data, dict):
-        raise ReviewError(f"{where} answered a {type(data).__name__}, expected a JSON object")
-    fields = prompt.SCHEMA["required"]
-    missing, extra = [f for f in fields if f not in data], sorted(set(data) - set(fields))
-    if missing or extra:
-        raise ReviewError(f"{where}: " + (f"missing field(s) {missing}" if missing else "")
-                          + ("; " if missing and extra else "") + (f"unexpected field(s) {extra}" if extra else "")
-                          + f"; expected exactly {fields}")
-    for name, (low, high) in RANGES.items():
-        value = data[name]
-        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            raise ReviewError(f"{where}: field '{name}' must be an integer from {low} to {high}, got {value!r}")
-    flags = data["flags"]
-    if not isinstance(flags, list) or not all(isinstance(f, str) and f in FLAGS for f in flags):
-        raise ReviewError(f"{where}: field 'flags' must be a list of {list(FLAGS)}, got {flags!r}")
+    problem = _schema_error(data, where)
+    if problem:
+        raise ReviewError(problem)
     prior = data["prior_work"]
-    if not isinstance(prior, list) or not all(isinstance(p, str) for p in prior):
-        raise ReviewError(f"{where}: field 'prior_work' must be a list of strings, got {prior!r}")
-    if not isinstance(data["notes"], str):
-        raise ReviewError(f"{where}: field 'notes' must be a string, got {data['notes']!r}")
     notes = (data["notes"],) + ((f"prior work: {'; '.join(prior)}",) if prior else ())
-    return Review(data["novelty"], data["effectiveness"], data["soundness"], tuple(dict.fromkeys(flags)), notes,
-                  f"llm:{model}", {"prior_work": prior}).checked()
+    return Review(data["novelty"], data["effectiveness"], data["soundness"], tuple(dict.fromkeys(data["flags"])),
+                  notes, f"llm:{model}", {"prior_work": prior}).checked()
 
 
-def openai_transport(api_base: str, key: str, timeout: float = 120.0) -> Transport:
-    """Chat completions through the ``openai`` client, or plain HTTP when it is not installed."""
-    try:
-        import openai
-    except ImportError:
-        return http_transport(api_base, key, timeout)
-    client = openai.OpenAI(base_url=api_base, api_key=key, timeout=timeout, max_retries=0)
+def openai_transport(api_base: str, key: str, timeout: float = 120.0, retries: int = RETRIES) -> Transport:
+    """Chat completions through the ``openai`` client, which retries a dropped connection, a 429 and a 5xx
+    ``retries`` times with backoff; what still fails is a ``JudgeConnectionError`` saying which and why."""
+    client = openai.OpenAI(base_url=api_base, api_key=key, timeout=timeout, max_retries=retries)
 
     def send(model: str, body: dict[str, Any]) -> dict[str, Any]:
         try:
@@ -119,28 +145,6 @@ def openai_transport(api_base: str, key: str, timeout: float = 120.0) -> Transpo
         except openai.APIStatusError as err:
             raise JudgeConnectionError(f"{api_base} answered HTTP {err.status_code} for model {model}: "
                                        f"{str(err.message)[:200]}") from None
-    return send
-
-
-def http_transport(api_base: str, key: str, timeout: float = 120.0) -> Transport:
-    """Chat completions by plain HTTP POST to ``<api_base>/chat/completions``."""
-    import urllib.error
-    import urllib.request
-
-    url = api_base.rstrip("/") + "/chat/completions"
-
-    def send(model: str, body: dict[str, Any]) -> dict[str, Any]:
-        request = urllib.request.Request(url, json.dumps(body).encode(), method="POST", headers={
-            "Content-Type": "application/json", "Authorization": f"Bearer {key}"})
-        try:
-            with urllib.request.urlopen(request, timeout=timeout) as response:
-                return json.loads(response.read())
-        except urllib.error.HTTPError as err:
-            raise JudgeConnectionError(f"{url} answered HTTP {err.code} for model {model}: "
-                                       f"{err.read()[:200]!r}") from None
-        except (urllib.error.URLError, OSError) as err:
-            raise JudgeConnectionError(f"could not reach {url} ({getattr(err, 'reason', err)}); check --api-base "
-                                       "(an OpenAI-compatible base URL, e.g. http://localhost:8000/v1)") from None
     return send
 
 
