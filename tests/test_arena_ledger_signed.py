@@ -1,5 +1,7 @@
-"""The signed ledger: a forged event, a re-chained (re-signed) ledger and a truncated one (head file removed) fail
-``verify`` against the published head or the public key; an honest ledger verifies."""
+"""The signed ledger: a forged event, a re-chained (re-signed) ledger, a forked one and a truncated one (head file
+removed) fail ``verify`` against the published head or the pinned public key; an honest ledger verifies only
+against a pin (without one it is "signed, key not pinned"); a ledger without signatures is refused by the
+leaderboard."""
 
 from __future__ import annotations
 
@@ -11,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from cachecraft_lib.arena.scoring import signing
-from cachecraft_lib.arena.scoring.ledger import Ledger, LedgerTampered, _digest
+from cachecraft_lib.arena.scoring.ledger import RULES_VERSION, Ledger, LedgerTampered, _digest
+from cachecraft_lib.arena.scoring.verify import LedgerUntrusted, trusted_events
 
 REPO = Path(__file__).parents[1]
 
@@ -55,6 +58,84 @@ def test_an_honest_ledger_verifies_with_its_published_head(tmp_path):
     assert ledger.verify(head=head).ok
     assert (tmp_path / "private" / signing.PRIVATE_NAME).stat().st_mode & 0o077 == 0  # the key is the organiser's
     assert set(result.as_dict()) >= {"status", "ok", "message", "events", "line", "fingerprint", "head_checked"}
+
+
+def test_without_a_pin_a_signed_ledger_is_not_verified(tmp_path):
+    """The folder's own ``ledger.pub`` is whatever its writer put there: signed, key not pinned."""
+    ledger = _ledger(tmp_path)
+    result = ledger.verify()
+    assert result.status == "unpinned" and not result.ok and result.signed
+    assert result.shown == "signed, key not pinned" and "verified" not in result.shown
+    pinned = ledger.verify(public_key=signing.fingerprint(ledger.public_key(), 32))  # the fingerprint init prints
+    assert pinned.ok and pinned.shown == "verified"
+    assert ledger.verify(public_key="0" * 32).status == "wrong_key"  # a fingerprint of another key
+
+
+def test_a_ledger_resigned_with_another_key_fails_verify_with_the_public_key(tmp_path, capsys):
+    from cachecraft_lib.cli import main
+
+    ledger = _ledger(tmp_path / "arena")
+    pinned = signing.fingerprint(ledger.public_key(), 32)
+    cli = ["arena", "verify", "--profile", "smoke", "--root", str(tmp_path / "arena"), "--public-key"]
+    assert main([*cli, pinned]) == 0 and ": verified:" in capsys.readouterr().out
+    events = _lines(ledger)
+    events[1]["payload"]["overall"] = 0.99
+    _rechain(ledger, events, Ed25519Forger.key())  # new key, new ledger.pub, new local head: self-consistent
+    assert len(ledger.events()) == 5
+    assert main([*cli, pinned]) == 1 and "wrong_key" in capsys.readouterr().out
+    assert main(cli[:-1]) == 1 and "signed, key not pinned" in capsys.readouterr().out  # no pin: never verified
+    key_file = tmp_path / "organiser.pub"
+    key_file.write_text(_lines(ledger)[0]["sig"][:64] + "\n")  # any other 64-hex key, from a file
+    assert main([*cli, str(key_file)]) == 1
+    assert main([*cli, "not-a-key"]) == 2 and "fingerprint" in capsys.readouterr().err
+
+
+def test_every_event_declares_the_arenas_rules_version(tmp_path):
+    """A board's own rules version stays in the payload; stripping signatures shows on any line, the first
+    included, whatever kind it is."""
+    ledger = Ledger(tmp_path / "ledger.jsonl")
+    ledger.append("baseline", {"board": "A", "name": "snapkv", "rules_version": "rules-1"})
+    ledger.append("submission", {"board": "A", "name": "m", "rules_version": "rules-1"})
+    events = ledger.events()
+    assert {e["rules_version"] for e in events} == {RULES_VERSION} and events[0]["payload"]["rules_version"] == "rules-1"
+    _strip(ledger)
+    with pytest.raises(LedgerTampered, match=f"line 1 declares rules version {RULES_VERSION}"):
+        Ledger(ledger.path).events()
+
+
+@pytest.mark.parametrize("rules_version", [None, "arena-2"])
+def test_a_downgraded_or_unsigned_ledger_is_refused_by_the_leaderboard(tmp_path, capsys, rules_version):
+    from cachecraft_lib.cli import main
+
+    ledger = _ledger(tmp_path / "arena")
+    _strip(ledger, rules_version)
+    with pytest.raises(LedgerUntrusted, match="unsigned|tampered"):
+        trusted_events(Ledger(ledger.path))
+    assert main(["arena", "leaderboard", "--profile", "smoke", "--root", str(tmp_path / "arena")]) == 2
+    err = capsys.readouterr()
+    assert "is not shown" in err.err and "0.99" not in err.out
+
+
+def test_a_forked_ledger_fails_against_the_published_head(tmp_path):
+    """The organiser's own key rewrites history after publishing: chain and signatures hold, the head does not."""
+    ledger = _ledger(tmp_path)
+    published = ledger.publish_head(tmp_path / "published")
+    events = _lines(ledger)
+    events[3]["payload"]["overall"] = 0.99
+    _rechain(ledger, events, signing.load_private(ledger.key_path))
+    assert ledger.verify(public_key=ledger.public_key()).ok  # the folder alone cannot tell
+    result = ledger.verify(head=published)
+    assert result.status == "forked" and result.line == 5 and not result.ok
+
+
+def test_a_head_naming_another_key_is_refused(tmp_path):
+    ledger = _ledger(tmp_path)
+    pinned = ledger.public_key()
+    forger = Ed25519Forger.key()
+    body = signing.head_body(5, _lines(ledger)[-1]["hash"], signing.public_hex(forger))
+    head = {**body, "signature": signing.sign(forger, signing.canonical(body))}  # well signed, by another key
+    result = ledger.verify(head=head, public_key=pinned)
+    assert result.status == "bad_head" and "another public key" in result.message and not result.ok
 
 
 def test_a_forged_event_fails_even_with_its_hash_recomputed(tmp_path):
@@ -101,7 +182,7 @@ def test_stripped_signatures_are_a_downgrade_not_an_unsigned_ledger(tmp_path):
     _strip(ledger)
     result = Ledger(ledger.path).verify()
     assert result.status == "tampered" and result.line == 1 and "downgrade" in result.message and not result.ok
-    with pytest.raises(LedgerTampered, match="line 1 declares rules version arena-3"):
+    with pytest.raises(LedgerTampered, match=f"line 1 declares rules version {RULES_VERSION}"):
         Ledger(ledger.path).events()
 
 
@@ -148,7 +229,7 @@ def test_cli_verify_against_a_published_head(tmp_path):
                               capture_output=True, text=True)
 
     ok = verify()
-    assert ok.returncode == 0 and ": ok:" in ok.stdout
+    assert ok.returncode == 0 and ": verified:" in ok.stdout
     _write(ledger, _lines(ledger)[:4])
     ledger.head_path.unlink()
     cut = verify()

@@ -87,7 +87,8 @@ def test_markdown_keeps_markup_out():
 
 def test_site_pages_from_the_ledger(arena, tmp_path):
     ledger, folder, name = arena
-    check = write_site(ledger, tmp_path / "site", [folder])
+    assert write_site(ledger, tmp_path / "site", [folder]).state == "signed, key not pinned"  # no pin: not verified
+    check = write_site(ledger, tmp_path / "site", [folder], public_key=Ledger(ledger).public_key())
     assert check.ok and check.count == 10 and check.head == Ledger(ledger).head()["hash"]
     index = (tmp_path / "site" / "index.html").read_text()
     assert 'id="chain-status">verified<' in index and check.head in index
@@ -150,16 +151,16 @@ def _strip_signatures(ledger: Path, rules_version: str | None = None) -> None:
     Ledger(ledger).head_path.unlink()
 
 
-@pytest.mark.parametrize(("rules_version", "state", "count"), [(None, "FAILED", 0),
-                                                               ("arena-2", "NOT VERIFIED (unsigned)", 10)])
-def test_a_ledger_without_signatures_is_not_shown_verified(arena, tmp_path, rules_version, state, count):
+@pytest.mark.parametrize("rules_version", [None, "arena-2"])
+def test_a_ledger_without_signatures_is_refused(arena, tmp_path, rules_version):
+    """Stripped signatures (a downgrade) or a ledger from before signing: no site at all."""
+    from cachecraft_lib.arena.scoring.verify import LedgerUntrusted
+
     ledger, folder, _ = arena
     _strip_signatures(ledger, rules_version)
-    check = write_site(ledger, tmp_path / "site", [folder])
-    assert not check.ok and check.count == count
-    index = (tmp_path / "site" / "index.html").read_text()
-    assert f'id="chain-status">{state}<' in index and "LEDGER DOES NOT VERIFY" in index
-    assert not (tmp_path / "site" / "ledger_head.json").exists()
+    with pytest.raises(LedgerUntrusted, match="no signatures"):
+        write_site(ledger, tmp_path / "site", [folder])
+    assert not (tmp_path / "site").exists()
 
 
 def test_cli_writes_the_site_and_fails_on_tampering(arena, tmp_path, capsys):
@@ -167,8 +168,8 @@ def test_cli_writes_the_site_and_fails_on_tampering(arena, tmp_path, capsys):
 
     ledger, folder, _ = arena
     args = ["arena", "site", str(tmp_path / "site"), "--profile", "smoke", "--root", str(ledger.parent),
-            "--submissions", str(folder)]
-    assert main(args) == 0 and "hash chain verified" in capsys.readouterr().out
+            "--submissions", str(folder), "--public-key", Ledger(ledger).public_key()]
+    assert main(args) == 0 and "verified against the pinned key" in capsys.readouterr().out
     lines = ledger.read_text().splitlines()
     ledger.write_text("\n".join(lines[:-1]) + "\n")  # cut the last line: the head file knows
     assert main(args) == 1 and "does not verify" in capsys.readouterr().err
@@ -204,7 +205,7 @@ def _title(dom: str) -> str:
 @browser
 def test_the_board_in_a_browser(arena, tmp_path):
     ledger, folder, name = arena
-    write_site(ledger, tmp_path / "site", [folder])
+    write_site(ledger, tmp_path / "site", [folder], public_key=Ledger(ledger).public_key())
     dom = _chrome(tmp_path / "site" / "boards" / "A.html", "--dump-dom")
     rows = re.findall(r'<tr class="(entry[^"]*)">(.*?)</tr>', dom, re.S)
     assert [re.search(r'class="rank">(.*?)<', r).group(1) for _, r in rows] == ["1", "2–3", "2–3", "4", "5"]

@@ -27,22 +27,34 @@ def _arena(args: argparse.Namespace):
 
 
 def _known_errors() -> tuple[type[BaseException], ...]:
-    """Errors that mean bad input, not a bug: reported in one line."""
+    """Errors that mean bad input, not a bug: reported in one line (imported here, not at the top, so that
+    ``cachecraft --help`` does not load pandas; a renamed class fails this import, loudly)."""
     from ..arena.boards.boards import BoardError
+    from ..arena.boards.splits import SecretMismatch, SecretMissing
+    from ..arena.calibration import CalibrationFailed
+    from ..arena.ray_eval import ChunksFailed, ContendersFailed
+    from ..arena.scoring.ledger import RateLimited
+    from ..arena.scoring.signing import KeyMissing
+    from ..arena.scoring.verify import LedgerTampered, LedgerUntrusted
+    from ..arena.submissions.errors import SubmissionError
     from ..util.ray import RayMissing
 
-    errors: list[type[BaseException]] = [BoardError, FileNotFoundError, RayMissing]
-    for module, names in (("submissions.folder", ("SubmissionError",)), ("boards.splits", ("SecretMissing", "SecretMismatch")),
-                          ("scoring.signing", ("KeyMissing",)),
-                          ("calibration", ("CalibrationFailed",)),
-                          ("scoring.ledger", ("LedgerTampered", "RateLimited")),
-                          ("ray_eval", ("ContendersFailed", "ChunksFailed"))):
-        try:
-            mod = __import__(f"cachecraft_lib.arena.{module}", fromlist=list(names))
-        except ImportError:
-            continue
-        errors += [getattr(mod, n) for n in names if hasattr(mod, n)]
-    return tuple(errors)
+    return (BoardError, FileNotFoundError, FileExistsError, RayMissing, SubmissionError, SecretMissing,
+            SecretMismatch, KeyMissing, CalibrationFailed, LedgerTampered, LedgerUntrusted, RateLimited,
+            ContendersFailed, ChunksFailed, PinInvalid)
+
+
+class PinInvalid(ValueError):
+    """``--public-key`` is neither a key, a fingerprint nor a file holding a key."""
+
+
+def _pin(args: argparse.Namespace) -> str | None:
+    from ..arena.scoring.verify import read_pin
+
+    try:
+        return read_pin(getattr(args, "public_key", None))
+    except ValueError as err:
+        raise PinInvalid(str(err)) from None
 
 
 def _guard(func):
@@ -151,10 +163,12 @@ def _cmd_submit(args: argparse.Namespace) -> int:
 
 def _cmd_leaderboard(args: argparse.Namespace) -> int:
     from ..arena.scoring import leaderboard
+    from ..arena.scoring.verify import trusted_events
 
     arena = _arena(args)
-    events = arena.ledger.events()
-    table = leaderboard.leaderboard(events, args.board)
+    events, check = trusted_events(arena.ledger, args.head, _pin(args))  # an unsigned ledger is refused
+    print(f"ledger: {check.shown} ({check.events} events, key {check.fingerprint})", file=sys.stderr)
+    table = leaderboard.leaderboard(events, args.board, units=leaderboard.units_loader(arena.root))
     if table.empty:
         print(f"no entries yet in {arena.root / 'ledger.jsonl'}; run `cachecraft arena baselines` first")
         return 0
@@ -169,9 +183,8 @@ def _cmd_leaderboard(args: argparse.Namespace) -> int:
 
 def _cmd_verify(args: argparse.Namespace) -> int:
     arena = _arena(args)
-    public = Path(args.public_key).read_text().strip() if args.public_key else None
-    result = arena.ledger.verify(head=args.head, public_key=public)
-    print(f"{arena.ledger.path}: {result.status}: {result.message}"
+    result = arena.ledger.verify(head=args.head, public_key=_pin(args))
+    print(f"{arena.ledger.path}: {result.shown}: {result.message}"
           + (f" (key {result.fingerprint})" if result.fingerprint else ""))
     return 0 if result.ok else 1
 
@@ -241,6 +254,15 @@ def _ray_options(p: argparse.ArgumentParser) -> None:
                    help="with --ray: restarts of a worker that died (its finished contexts are kept)")
 
 
+def _pin_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--head", help="a published head (ledger_head.json, written by `leaderboard --out`) to verify "
+                                  "against: detects a cut, rewritten or re-signed ledger")
+    p.add_argument("--public-key", metavar="KEY",
+                   help="the organiser's public key pinned outside the arena folder: its fingerprint (printed by "
+                        "`arena init`), the key (64 hex) or a file holding it; without it or --head the status is "
+                        "'signed, key not pinned', never verified")
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``arena`` and its verbs."""
     from ..profiles import PROFILES
@@ -278,9 +300,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--board", help=BOARD_HELP + " (default: every board)")
     p.add_argument("--round", type=int, default=1)
     _ray_options(p)
-    p = verb("leaderboard", _cmd_leaderboard, "the leaderboard derived from the ledger")
+    p = verb("leaderboard", _cmd_leaderboard, "the leaderboard derived from the ledger (refused for an unsigned "
+                                              "or tampered ledger)")
     p.add_argument("--board", help=BOARD_HELP + " (default: every board)")
     p.add_argument("--out", help="also write CSV/Markdown/LaTeX and the figure into this folder")
+    _pin_options(p)
     p = verb("calibrate", _cmd_calibrate, "measure budgets that put the best baseline at 0.4-0.9 of the full cache "
                                           "and write them into the profile's board file")
     p.add_argument("--board", help=BOARD_HELP + " (default: every board)")
@@ -289,8 +313,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--force", action="store_true", help="calibrate a profile with absolute limits too")
     p = verb("verify", _cmd_verify, "verify the ledger's chain and signatures, against a published head "
                                     "(truncation, a re-signed or rewritten ledger); exit 1 when it does not verify")
-    p.add_argument("--head", help="a published head (ledger_head.json, written by `leaderboard --out`)")
-    p.add_argument("--public-key", help="a file with the organiser's published public key (64 hex characters)")
+    _pin_options(p)
     p = verb("reveal", _cmd_reveal, "check a round's commitment against the secret and show its test seeds")
     p.add_argument("--round", type=int, default=1)
     from .arena_judge import add_judge_verb

@@ -6,8 +6,10 @@ SHA-256 of the event's canonical JSON without ``hash`` and ``sig``, ``prev`` the
 ``<arena>/private/``, public key in ``<arena>/ledger.pub``). Editing a line breaks its hash, deleting or
 reordering lines breaks ``seq``/``prev``, recomputing the chain after an edit needs the private key to sign
 it: ``events()`` raises ``LedgerTampered`` naming the first bad line. Stripping the signatures and deleting
-``ledger.pub`` is no way round it: an event that declares a signed rules version (``arena-3`` on) without a
-signature to check is a downgrade, refused as tampered; only a ledger from before signing reads unsigned. Cutting lines off the end leaves a valid
+``ledger.pub`` is no way round it: every event declares the arena's rules version (``RULES_VERSION``; a board's
+own version stays in the payload), and one that declares a signed version (``arena-3`` on) without a signature
+to check is a downgrade, refused as tampered; only a ledger from before signing reads unsigned (and
+``leaderboard`` and ``site`` refuse it: ``verify.trusted_events``). Cutting lines off the end leaves a valid
 chain, so each append also writes the signed head (count, last hash, public key) beside the ledger
 (``<path>.head``) and ``publish_head`` writes it next to a published leaderboard (``ledger_head.json``):
 ``verify(head=...)`` against a published head detects truncation, a re-chained ledger and a swapped key.
@@ -21,7 +23,7 @@ import fcntl
 import hashlib
 import json
 import os
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +32,10 @@ from .verify import LedgerTampered, verify_ledger
 
 GENESIS = "0" * 64
 KINDS = ("round", "baseline", "submission", "rejection", "points", "review", "plan")  # plan: search/preregister.py
-# arena-3: events signed (Ed25519), salted round commitments, reserved names, normalised authors
-RULES_VERSION = "arena-3"
+# arena-3: events signed (Ed25519), salted round commitments, reserved names, normalised authors;
+# arena-4: every event declares the arena's rules version (a board's own version stays in the payload), so a
+# ledger whose signatures were stripped declares a signed version on every line
+RULES_VERSION = "arena-4"
 SIGNED_SINCE = 3  # events of rules version arena-3 and later are signed: unsigned, they were stripped
 RATE_LIMIT, RATE_WINDOW = 5, timedelta(hours=24)  # the reference arena: 5 official submissions per author per 24 hours
 COUNTED = ("submission", "rejection")
@@ -49,10 +53,10 @@ def _digest(event: dict[str, Any]) -> str:
 
 def _as_time(now: datetime | str | None) -> datetime:
     if now is None:
-        return datetime.now(UTC)
+        return datetime.now(timezone.utc)
     if isinstance(now, str):
         now = datetime.fromisoformat(now)
-    return now if now.tzinfo else now.replace(tzinfo=UTC)
+    return now if now.tzinfo else now.replace(tzinfo=timezone.utc)
 
 
 class Ledger:
@@ -77,7 +81,7 @@ class Ledger:
             events = self._verified()
             key = self._signing_key(first=not events)
             event = {"seq": len(events), "time": _as_time(now).isoformat(), "kind": kind,
-                     "rules_version": str(payload.get("rules_version", self.rules_version)),
+                     "rules_version": self.rules_version,  # the arena's, never the board's (payload)
                      "payload": json.loads(json.dumps(payload, default=_plain)),
                      "prev": events[-1]["hash"] if events else GENESIS}
             event["hash"] = _digest(event)

@@ -6,9 +6,10 @@ only its holder can write a valid event; anyone checks it with the public key.
 
 - the private key: ``<arena>/private/organiser_ed25519.pem`` (mode 0600; never published, never readable by a
   sandboxed method), created with the ledger's first event;
-- the public key: ``<arena>/ledger.pub``, 64 hex characters (the raw 32-byte key). Publish it (or its
-  fingerprint) with the leaderboard: a verifier who takes it from the arena folder trusts whoever can write
-  that folder; one who takes it from a published head does not.
+- the public key: ``<arena>/ledger.pub``, 64 hex characters (the raw 32-byte key). ``cachecraft arena init``
+  prints it and its fingerprint: publish them apart from the arena folder (with the round's announcement) and
+  verify with ``--public-key``. A verifier who takes the key from the arena folder trusts whoever can write
+  that folder: ``verify`` then says "signed, key not pinned", never "verified".
 """
 
 from __future__ import annotations
@@ -36,9 +37,10 @@ def canonical(body: dict[str, Any]) -> bytes:
     return json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
 
 
-def fingerprint(public_hex: str) -> str:
-    """A short name for a public key (the first 16 hex of its SHA-256)."""
-    return hashlib.sha256(bytes.fromhex(public_hex)).hexdigest()[:16]
+def fingerprint(public_hex: str, length: int = 16) -> str:
+    """A short name for a public key: the first ``length`` hex of its SHA-256 (``arena init`` prints 32, 128
+    bits, to pin with ``--public-key``; messages show 16)."""
+    return hashlib.sha256(bytes.fromhex(public_hex)).hexdigest()[:length]
 
 
 def public_hex(key: Ed25519PrivateKey) -> str:

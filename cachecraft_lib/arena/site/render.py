@@ -19,10 +19,13 @@ SHIPPED = Path(__file__).parents[1] / "examples"
 
 
 def write_site(ledger: str | Path, out: str | Path, folders: Iterable[str | Path] = (),
-               profile: str | None = None) -> LedgerStatus:
+               profile: str | None = None, public_key: str | None = None,
+               head: str | Path | None = None) -> LedgerStatus:
     """The site of the ledger at ``ledger`` in ``out``; ``folders``: submission folders whose DESCRIPTION.md and
-    dev report to show (matched by code hash; the shipped examples are always looked at). Returns the check."""
-    check = check_ledger(ledger)
+    dev report to show (matched by code hash; the shipped examples are always looked at); ``public_key`` (key or
+    fingerprint) / ``head``: the pin the pages say "verified" against. Returns the check; ``LedgerUntrusted``
+    (nothing written) for a ledger without signatures."""
+    check = check_ledger(ledger, public_key, head)
     folders = [*folders, *sorted(p for p in SHIPPED.iterdir() if p.is_dir())]
     data = gather(check.events, profile, folders, root=Path(ledger).parent)
     out = Path(out)
@@ -31,7 +34,7 @@ def write_site(ledger: str | Path, out: str | Path, folders: Iterable[str | Path
             shutil.rmtree(out / sub)  # no page of an entry the ledger no longer shows
         (out / sub).mkdir(parents=True)
     shutil.copyfile(STYLE, out / "style.css")
-    published = publish_head(Path(ledger), out) if check.ok else None
+    published = publish_head(Path(ledger), out) if check.clean else None
     _write(out / "index.html", index_page(check, data, published))
     for name, standing in data.standings.items():
         _write(out / "boards" / f"{name}.html", board_page(check, data, name))

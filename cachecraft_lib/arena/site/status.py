@@ -1,11 +1,12 @@
 """The ledger's verification status for the site: checked once, shown on every page.
 
-One function, ``check_ledger``, asks the ledger whether its chain (and, where the ledger version has them, its
-signatures: ``Ledger.verify``) verifies; everything the site shows comes from the events it returns. Only the
-status ``ok`` counts as verified: an ``unsigned`` ledger (a chain anyone could recompute), a wrong key or a bad
-head is not verified either. A ledger that does not verify is not drawn as a clean board: the status says what
-failed, each page sits under a banner saying so, and where the chain itself broke only the lines before the
-first bad one are shown.
+One function, ``check_ledger``, asks the ledger whether its chain and signatures verify (``Ledger.verify``,
+against the key the organiser pinned outside the arena folder: ``--public-key`` or a published head);
+everything the site shows comes from the events it returns. The words shown follow ``verify``: "verified" only
+against a pinned key; "signed, key not pinned" when the signatures hold under the folder's own ``ledger.pub``
+(whoever writes the folder could have replaced it); anything else is not verified, each page sits under a
+banner saying so, and where the chain itself broke only the lines before the first bad one are shown. A ledger
+without signatures (stripped, or from before signing) is refused outright (``LedgerUntrusted``): no page of it.
 """
 
 from __future__ import annotations
@@ -15,12 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..scoring.ledger import GENESIS, Ledger, LedgerTampered
+from ..scoring.verify import LedgerUntrusted, Verification
 
 
 @dataclass(frozen=True)
 class LedgerStatus:
-    """What the check found: ``ok`` only when the whole chain, head and signatures verify (``status`` "ok");
-    ``status``: "chain" when the chain broke, else ``Ledger.verify``'s status (``verify.STATUSES``)."""
+    """What the check found: ``ok`` only when verified against a pinned key; ``clean`` when chain and signatures
+    hold (pinned or not: no banner); ``status``: "chain" when the chain broke, else ``Ledger.verify``'s status
+    (``verify.STATUSES``); ``state``: the words shown for it."""
 
     path: Path
     ok: bool
@@ -31,10 +34,16 @@ class LedgerStatus:
     head_file: str
     signatures: str
     status: str = "ok"
+    state: str = "verified"
+
+    @property
+    def clean(self) -> bool:
+        return self.status in ("ok", "unpinned")
 
 
-def check_ledger(path: str | Path) -> LedgerStatus:
-    """Verify the ledger at ``path`` through its own API; on failure keep the verified lines before the bad one."""
+def check_ledger(path: str | Path, public_key: str | None = None, head: str | Path | None = None) -> LedgerStatus:
+    """Verify the ledger at ``path`` against ``public_key`` (key or fingerprint) / a published ``head``; on a
+    broken chain keep the verified lines before the bad one; ``LedgerUntrusted`` for an unsigned ledger."""
     ledger = Ledger(path)
     if not ledger.path.exists():
         raise FileNotFoundError(f"no ledger at {ledger.path}; run `cachecraft arena baselines` first or pass --root")
@@ -42,33 +51,36 @@ def check_ledger(path: str | Path) -> LedgerStatus:
     try:
         events = ledger.events()
     except LedgerTampered as err:
+        _refuse_unsigned(ledger, str(err))
         prefix = _lines_before(ledger.path, err.line)
         message = str(err).replace(str(ledger.path), ledger.path.name)  # no organiser's path on a public page
         return LedgerStatus(ledger.path, False, prefix, prefix[-1]["hash"] if prefix else GENESIS, len(prefix),
-                            message, head_file, "not checked (the chain failed first)", "chain")
-    status, sig_text = _signatures(ledger)
-    head = events[-1]["hash"] if events else GENESIS
-    signed = status == "ok"
-    return LedgerStatus(ledger.path, signed, events, head, len(events),
-                        "hash chain verified" if signed else f"not verified ({status}): {sig_text}", head_file,
-                        sig_text, status)
+                            message, head_file, "not checked (the chain failed first)", "chain", "FAILED")
+    result = ledger.verify(head=head, public_key=public_key)
+    _refuse_unsigned(ledger, result.message)
+    last = events[-1]["hash"] if events else GENESIS
+    text = _signatures(ledger, result)
+    message = {"ok": "hash chain and signatures verified against the pinned key",
+               "unpinned": "hash chain and signatures hold; signed, key not pinned (pass --public-key)"}.get(
+        result.status, f"not verified ({result.status}): {text}")
+    state = result.shown if result.signed else f"NOT VERIFIED ({result.status})"
+    return LedgerStatus(ledger.path, result.ok, events, last, len(events), message, head_file, text, result.status,
+                        state)
 
 
-def _signatures(ledger: Ledger) -> tuple[str, str]:
-    """``(status, text)`` of ``Ledger.verify``; only "ok" is verified (an unsigned chain anyone could recompute
-    is not); a ledger version without signatures is "unsigned"."""
-    verify = getattr(ledger, "verify", None)
-    if not callable(verify):
-        return "unsigned", "none (this ledger version is hash-chained, not signed: anyone could recompute it)"
-    try:
-        result = verify()
-    except Exception as err:  # any failure of a signature check is a failed check, reported as such
-        return "failed", str(err)
-    status, message = str(getattr(result, "status", "") or "failed"), str(getattr(result, "message", result))
-    if status == "ok" and getattr(result, "ok", False):
-        fingerprint = getattr(result, "fingerprint", None)
-        return "ok", "verified" + (f" (organiser key {fingerprint})" if fingerprint else "")
-    return ("failed" if status == "ok" else status), f"{status}: {message}".replace(f"{ledger.path.parent}/", "")
+def _refuse_unsigned(ledger: Ledger, why: str) -> None:
+    """No site of a ledger without its public key: signatures stripped (a downgrade) or never there."""
+    if ledger.public_key() is None:
+        reason = why.replace(str(ledger.path.parent) + "/", "")
+        raise LedgerUntrusted(f"{ledger.path.name} has no signatures to check ({reason}); a site is only written "
+                              "for a signed ledger")
+
+
+def _signatures(ledger: Ledger, result: Verification) -> str:
+    """The signatures' line: the key they verify under and whether it was pinned."""
+    if result.signed:
+        return f"{result.shown} (organiser key {result.fingerprint})"
+    return f"{result.status}: {result.message}".replace(f"{ledger.path.parent}/", "")
 
 
 def _head_file(ledger: Ledger) -> str:
