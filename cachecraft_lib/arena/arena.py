@@ -43,6 +43,7 @@ class Arena:
     profile: str = "cpu"
     root: Path | None = None
     progress: bool = True
+    weak_secret_ok: bool = False  # --weak-secret-ok: a typed secret below the estimate (the round records it)
     boards: dict[str, Board] = field(init=False)
     _loaded: tuple[Any, Any] | None = field(default=None, init=False, repr=False)
     _loaded_name: str | None = field(default=None, init=False, repr=False)
@@ -132,11 +133,11 @@ class Arena:
             raise ValueError(f"not an entry id: {entry_id!r}")
         return self.root / "private" / f"round{int(round_)}" / board / f"{entry_id}.parquet"
 
-    def ensure_round(self, secret: bytes, round_: int) -> None:
+    def ensure_round(self, secret: bytes, round_: int, origin: str = "given") -> None:
         """Record the round's salted commitment to the secret once (``submit``/``reveal`` check it later)."""
         from .scoring.rounds import ensure_round
 
-        ensure_round(self.ledger, secret, round_, self.profile)
+        ensure_round(self.ledger, secret, round_, self.profile, self.weak_secret_ok, origin)
 
     def record_baselines(self, board_name: str, secret: bytes, round_: int = 1) -> pd.DataFrame:
         """The board's baselines on the round's test items, in the ledger (skipped when already there)."""
@@ -189,7 +190,7 @@ class Arena:
         from .submissions.press import BOUNDARIES, UNREPORTED
 
         board = self.board(board_name)
-        check_round_secret(self.ledger, secret, round_)
+        check_round_secret(self.ledger, secret, round_, self.weak_secret_ok)
         plan(bool(limits.get("allow_weak", False)))  # fail closed before anything runs: the organiser's setup
         author = metadata_author(folder)
         self.ledger.check_rate(author)

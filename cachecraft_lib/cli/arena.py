@@ -21,9 +21,12 @@ def _arena(args: argparse.Namespace):
     if getattr(args, "ray", None) is not None:  # dev and baselines with --ray
         from ..arena.ray_eval import RayArena
 
-        return RayArena(args.profile, root, address=None if args.ray == "local" else args.ray,
-                        cpus_per_task=args.cpus_per_task, max_retries=args.max_retries)
-    return Arena(args.profile, root)
+        arena = RayArena(args.profile, root, address=None if args.ray == "local" else args.ray,
+                         cpus_per_task=args.cpus_per_task, max_retries=args.max_retries)
+    else:
+        arena = Arena(args.profile, root)
+    arena.weak_secret_ok = bool(getattr(args, "weak_secret_ok", False))
+    return arena
 
 
 def _known_errors() -> tuple[type[BaseException], ...]:
@@ -116,16 +119,16 @@ def _cmd_dev(args: argparse.Namespace) -> int:
     return 0
 
 
-def _secret():
+def _secret(args: argparse.Namespace):
     from ..arena.boards.splits import load_secret
 
-    return load_secret()
+    return load_secret(weak_ok=bool(getattr(args, "weak_secret_ok", False)))
 
 
 def _cmd_baselines(args: argparse.Namespace) -> int:
     arena = _arena(args)
     boards = [args.board] if args.board else list(arena.boards)
-    secret = _secret()
+    secret = _secret(args)
     if args.ray is not None:
         from ..arena.ray_eval import ray_baselines
 
@@ -151,7 +154,7 @@ def _sandbox_limits(args: argparse.Namespace) -> dict:
 def _cmd_submit(args: argparse.Namespace) -> int:
     arena = _arena(args)
     arena.board(args.board)
-    entry = arena.submit(args.folder, args.board, _secret(), args.round, rule=args.rule, **_sandbox_limits(args))
+    entry = arena.submit(args.folder, args.board, _secret(args), args.round, rule=args.rule, **_sandbox_limits(args))
     if entry.get("rejected"):
         print(f"rejected ({entry['kind']}): {entry['message']} (recorded in the ledger)", file=sys.stderr)
         return 1
@@ -189,52 +192,8 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     return 0 if result.ok else 1
 
 
-def _cmd_calibrate(args: argparse.Namespace) -> int:
-    from ..arena.board_runner import baseline_contender
-    from ..arena.boards.boards import write_budgets
-    from ..arena.calibration import CANDIDATES, best_share_intervals, calibrate_board
-
-    arena = _arena(args)
-    if arena.boards[next(iter(arena.boards))].limits.mode == "absolute" and not args.force:
-        print(f"error: profile {args.profile} uses the reference arena's budgets and absolute limits; calibration is for the "
-              f"embedded profiles (pass --force to calibrate anyway)", file=sys.stderr)
-        return 2
-    names = [args.board] if args.board else list(arena.boards)
-    chosen, notes = {}, {}
-    for name in names:
-        board = arena.board(name)
-        measured: dict = {}
-
-        def run(b, board=board, measured=measured):
-            items = arena.items(board, "dev")
-            measured["rows"] = arena.run(b, items, [baseline_contender(x) for x in board.baselines])
-            measured["contexts"] = items.context_id.nunique()
-            kept = arena.root / "calibration" / f"{board.name}-rows.parquet"  # kept even if no budget fits
-            kept.parent.mkdir(parents=True, exist_ok=True)
-            measured["rows"].to_parquet(kept)
-            print(f"every baseline's rows at every candidate: {kept}")
-            return measured["rows"]
-
-        budgets, table = calibrate_board(run, board, tuple(args.candidates or CANDIDATES))
-        chosen[name] = budgets
-        notes[name] = {"target": [0.4, 0.9], "measured_on": f"dev items ({measured['contexts']} contexts)",
-                       "best_accuracy": {f"{k:g}": round(v, 3) for k, v in zip(table.keep, table.best_accuracy,
-                                                                                 strict=True)}}
-        if board.decode_time:  # board C: the best baseline per cap with its interval, into the calibration block
-            shares = best_share_intervals(measured["rows"], board)
-            notes[name]["best_share_of_full"] = {f"{r.budget:g}": {"method": r.method, "share": round(r.share, 3),
-                                                                     "lo": round(r.lo, 3), "hi": round(r.hi, 3)}
-                                                   for r in shares.itertuples()}
-            print(shares.to_string(index=False))
-        print(f"board {name}:\n{table.to_string(index=False)}\n-> budgets {budgets}")
-    if args.dry_run:
-        return 0
-    print(f"wrote {write_budgets(args.profile, chosen, notes)}")
-    return 0
-
-
 def _cmd_reveal(args: argparse.Namespace) -> int:
-    result = _arena(args).reveal(_secret(), args.round)
+    result = _arena(args).reveal(_secret(args), args.round)
     verdict = "matches" if result["matches"] else "does NOT match"
     print(f"round {result['round']}: the secret {verdict} the commitment {result['commitment'][:16]}... "
           f"(salt {result.get('salt')})")
@@ -252,6 +211,13 @@ def _ray_options(p: argparse.ArgumentParser) -> None:
                    help="with --ray on CPUs: CPUs per worker, each holding the model (on CUDA: one GPU each)")
     p.add_argument("--max-retries", type=int, default=3,
                    help="with --ray: restarts of a worker that died (its finished contexts are kept)")
+
+
+def _round_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--round", type=int, default=1, help="the round (its secret and test items; default 1)")
+    p.add_argument("--weak-secret-ok", action="store_true",
+                   help="accept a typed secret below the strength estimate (the round's ledger event records it; "
+                        "`arena init` generates a strong one)")
 
 
 def _pin_options(p: argparse.ArgumentParser) -> None:
@@ -279,6 +245,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         p.set_defaults(func=_guard(func))
         return p
 
+    from .arena_init import add_init_verb  # `arena init`: key, generated secret, round commitment
+
+    add_init_verb(verb)
     verb("boards", _cmd_boards, "show the profile's boards: budgets, items, baselines, weights, limits")
     verb("check", _cmd_check, "check a submission folder (method.py, DESCRIPTION.md, metadata, params.npz) "
                               "and list the hooks it uses").add_argument(
@@ -292,30 +261,27 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = verb("submit", _cmd_submit, "official submission: hidden test items, gate, points, ledger")
     p.add_argument("folder")
     p.add_argument("--board", required=True, help=BOARD_HELP)
-    p.add_argument("--round", type=int, default=1)
+    _round_options(p)
     p.add_argument("--rule", default="frozen_bar", choices=("frozen_bar", "post"), help="points rule")
     p.add_argument("--allow-weak-sandbox", action="store_true",
                    help="run even where the sandbox cannot set up its OS boundary (weaker; the entry records it)")
     p = verb("baselines", _cmd_baselines, "score the baselines on the hidden test items and record them")
     p.add_argument("--board", help=BOARD_HELP + " (default: every board)")
-    p.add_argument("--round", type=int, default=1)
+    _round_options(p)
     _ray_options(p)
     p = verb("leaderboard", _cmd_leaderboard, "the leaderboard derived from the ledger (refused for an unsigned "
                                               "or tampered ledger)")
     p.add_argument("--board", help=BOARD_HELP + " (default: every board)")
     p.add_argument("--out", help="also write CSV/Markdown/LaTeX and the figure into this folder")
     _pin_options(p)
-    p = verb("calibrate", _cmd_calibrate, "measure budgets that put the best baseline at 0.4-0.9 of the full cache "
-                                          "and write them into the profile's board file")
-    p.add_argument("--board", help=BOARD_HELP + " (default: every board)")
-    p.add_argument("--candidates", type=float, nargs="+", help="budgets (fractions kept) to try")
-    p.add_argument("--dry-run", action="store_true", help="measure and print, write nothing")
-    p.add_argument("--force", action="store_true", help="calibrate a profile with absolute limits too")
+    from .arena_calibrate import add_calibrate_verb
+
+    add_calibrate_verb(verb)
     p = verb("verify", _cmd_verify, "verify the ledger's chain and signatures, against a published head "
                                     "(truncation, a re-signed or rewritten ledger); exit 1 when it does not verify")
     _pin_options(p)
     p = verb("reveal", _cmd_reveal, "check a round's commitment against the secret and show its test seeds")
-    p.add_argument("--round", type=int, default=1)
+    _round_options(p)
     from .arena_judge import add_judge_verb
 
     add_judge_verb(verb)

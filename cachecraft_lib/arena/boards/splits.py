@@ -7,13 +7,13 @@ the same event: a list of guesses hashed in advance is useless against it); ``su
 secret against it before anything runs, and after ``reveal`` anyone checks ``verify_reveal``: the items were
 fixed before any submission was scored.
 
-A secret must be hard to guess: at least ``MIN_SECRET_BYTES`` characters and an entropy estimate
-(``entropy_bits``) of at least ``MIN_SECRET_BITS``. The estimate is the least of several upper bounds, so that
-neither repetition nor structure fools it: the empirical Shannon entropy (length x bits per character) and the
-zlib size (level 9, less its fixed overhead) of the secret's shortest repeating unit (``"password" * 8`` counts
-as one ``"password"``), and the same two of its successive differences (``"abcd...xyz0123..."`` is a run of
-steps of one). ``new_secret`` draws 256 bits (``secrets.token_hex(32)``: 218 or more by the estimate in 20,000
-draws, 244 on average); it is an estimate that refuses obvious patterns, not a proof of randomness.
+A secret must be hard to guess. ``cachecraft arena init`` generates it (``write_secret``: 256 bits from
+``secrets.token_bytes``, written as hex outside the checkout with mode 0600). A secret a person typed (the
+environment variable or a file) must be at least ``MIN_SECRET_BYTES`` characters and pass
+``strength.estimate`` at ``MIN_SECRET_BITS``: the least of estimates that repetition, runs, dictionary words,
+keyboard walks, English phrases and de Bruijn sequences cannot fool; or the organiser passes ``weak_ok``
+(``--weak-secret-ok``), which the round's ledger event records. ``entropy_bits`` is the cheap repeats-and-runs
+bound alone (``new_secret`` draws score 218 or more by it in 20,000 draws).
 
 Test seeds are drawn from ``[TEST_LOW, TEST_HIGH)`` and checked against every seed the project uses elsewhere
 (training streams, the model card's evaluation seeds, profile and bootstrap seeds, the dev seeds): a clash
@@ -28,12 +28,12 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import math
 import os
 import secrets
 import zlib
-from collections import Counter
 from pathlib import Path
+
+from .strength import estimate, runs_bits
 
 SECRET_ENV, SECRET_FILE_ENV = "CACHECRAFT_ARENA_SECRET", "CACHECRAFT_ARENA_SECRET_FILE"
 SECRET_FILE = Path("~/.config/cachecraft/arena_secret")
@@ -42,10 +42,10 @@ TEST_LOW, TEST_HIGH = 3_000_000_000, 4_000_000_000  # below 2**32 (pandas' rando
 TRAINING_STEPS_MAX = 10_000_000  # training draws Random(recipe.seed * 1_000_003 + step): this many steps reserved
 MIN_SECRET_BYTES, MIN_SECRET_BITS = 32, 128
 COMMITMENT_SCHEME = "sha256(salt|round|secret)-v2"
-CREATE_HINT = (f"create one outside the checkout: mkdir -p ~/.config/cachecraft && python -c \"import secrets; "
-               f"print(secrets.token_hex(32))\" > {SECRET_FILE} && chmod 600 {SECRET_FILE} "
-               f"(or export {SECRET_ENV}=<a random string: at least {MIN_SECRET_BYTES} characters and an estimated "
-               f"{MIN_SECRET_BITS} bits>)")
+CREATE_HINT = ("let the arena generate one: `cachecraft arena init` (256 bits, written outside the checkout, mode "
+               f"0600, at {SECRET_FILE} or --secret-file PATH, then export {SECRET_FILE_ENV}=PATH); a secret typed "
+               f"by a person ({SECRET_ENV}) needs at least {MIN_SECRET_BYTES} characters and an estimated "
+               f"{MIN_SECRET_BITS} bits, python -c \"import secrets; print(secrets.token_hex(32))\" makes one")
 
 
 class SecretMissing(RuntimeError):
@@ -66,11 +66,11 @@ def new_secret() -> str:
     return secrets.token_hex(32)
 
 
-def load_secret(repo_root: str | Path | None = None) -> bytes:
+def load_secret(repo_root: str | Path | None = None, weak_ok: bool = False) -> bytes:
     """The arena secret from the environment or a file outside the checkout; ``SecretMissing`` otherwise."""
     value = os.environ.get(SECRET_ENV)
     if value is not None:
-        return _checked(value.strip().encode(), f"${SECRET_ENV}")
+        return check_secret(value.strip().encode(), f"${SECRET_ENV}", weak_ok)
     path = Path(os.environ.get(SECRET_FILE_ENV) or SECRET_FILE).expanduser()
     if not path.exists():
         raise SecretMissing(f"no arena secret: ${SECRET_ENV} is unset and {path} does not exist; {CREATE_HINT}")
@@ -78,51 +78,40 @@ def load_secret(repo_root: str | Path | None = None) -> bytes:
     if path.resolve().is_relative_to(root.resolve()):
         raise SecretMissing(f"the arena secret {path} lies inside the checkout {root}, where it would be "
                             f"published with the code; move it out: {CREATE_HINT}")
-    return _checked(path.read_text().strip().encode(), str(path))
+    return check_secret(path.read_text().strip().encode(), str(path), weak_ok)
 
 
 def entropy_bits(secret: bytes) -> float:
-    """An upper-bound estimate of the secret's entropy in bits: the least of the Shannon and zlib estimates of
-    its repeating unit and of its successive differences (+8 bits for the first character)."""
-    if not secret:
-        return 0.0
-    unit = secret[: _period(secret)]
-    steps = bytes((b - a) % 256 for a, b in zip(secret, secret[1:], strict=False))
-    return min(_shannon_bits(unit), _zlib_bits(unit), 8 + _shannon_bits(steps), 8 + _zlib_bits(steps))
+    """The repeats-and-runs upper bound alone (``strength.runs_bits``; ``check_secret`` takes the least of all)."""
+    return runs_bits(secret) if secret else 0.0
 
 
-def _shannon_bits(data: bytes) -> float:
-    """Length times the empirical Shannon entropy per byte (an upper bound for anything but random text)."""
-    counts = Counter(data)
-    return max(0.0, -sum(c * math.log2(c / len(data)) for c in counts.values()))
-
-
-_ZLIB_OVERHEAD = len(zlib.compress(b"", 9))  # header, empty block and checksum: 8 bytes
-
-
-def _zlib_bits(data: bytes) -> float:
-    """Bits zlib needs for ``data`` beyond its fixed overhead: repeated substrings compress away."""
-    return 8.0 * max(0, len(zlib.compress(data, 9)) - _ZLIB_OVERHEAD)
-
-
-def _period(data: bytes) -> int:
-    """The length of the shortest unit whose repetition (the last copy possibly cut short) is ``data``."""
-    return next((p for p in range(1, len(data)) if data[p:] == data[:-p]), len(data))
-
-
-def check_secret(secret: bytes, where: str = "the secret given") -> bytes:
-    """``secret`` when it is long and varied enough; ``SecretMissing`` saying why otherwise."""
+def check_secret(secret: bytes, where: str = "the secret given", weak_ok: bool = False) -> bytes:
+    """``secret`` when it is long and hard enough to guess (``weak_ok``: long enough; the caller records that the
+    estimate was waived); ``SecretMissing`` saying why otherwise."""
     if len(secret) < MIN_SECRET_BYTES:
         raise SecretMissing(f"the arena secret in {where} is shorter than {MIN_SECRET_BYTES} characters; {CREATE_HINT}")
-    bits = entropy_bits(secret)
-    if bits < MIN_SECRET_BITS:
-        raise SecretMissing(f"the arena secret in {where} is too guessable: about {bits:.0f} bits estimated (repeats "
-                            f"and runs such as 'abcd' or '0123' count little), at least {MIN_SECRET_BITS} needed; {CREATE_HINT}")
+    found = estimate(secret)
+    if found.bits < MIN_SECRET_BITS and not weak_ok:
+        raise SecretMissing(f"the arena secret in {where} is too guessable: about {found.bits:.0f} bits estimated "
+                            f"({found.weakest}), at least {MIN_SECRET_BITS} needed; {CREATE_HINT} (or accept it "
+                            "with --weak-secret-ok: the ledger records it)")
     return secret
 
 
-def _checked(secret: bytes, where: str) -> bytes:
-    return check_secret(secret, where)
+def write_secret(path: str | Path | None = None, repo_root: str | Path | None = None) -> Path:
+    """A new round secret (256 bits from ``secrets.token_bytes``, hex) at ``path`` (default ``SECRET_FILE``),
+    mode 0600, never inside the checkout and never over an existing file (``FileExistsError``)."""
+    target = Path(path or SECRET_FILE).expanduser().resolve()
+    root = Path(repo_root) if repo_root else Path(__file__).resolve().parents[3]
+    if target.is_relative_to(root.resolve()):
+        raise SecretMissing(f"{target} lies inside the checkout {root}, where it would be published with the "
+                            "code; pass a path outside it (--secret-file)")
+    target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(secrets.token_bytes(32).hex() + "\n")
+    return target
 
 
 def reserved_seeds() -> set[int]:

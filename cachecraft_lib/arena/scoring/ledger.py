@@ -31,7 +31,20 @@ from . import signing
 from .verify import LedgerTampered, verify_ledger
 
 GENESIS = "0" * 64
-KINDS = ("round", "baseline", "submission", "rejection", "points", "review", "plan")  # plan: search/preregister.py
+# The event kinds (``append(kind, payload)``: the one way in, generic on purpose; a new kind is added here)
+KIND_DOCS = {
+    "init": "the arena created (`arena init`): profile, rules version, the organiser key's fingerprint",
+    "round": "a round's salted commitment to its secret, and how the secret was made (scoring.rounds)",
+    "baseline": "a baseline scored on a round's test items (arena.record_baselines)",
+    "submission": "an entry scored on the test items and gated against the board's best (arena.submit)",
+    "rejection": "a refused submission: kind, author, a public message (scoring.refusals)",
+    "points": "points awarded to an entry under a points rule (scoring.points)",
+    "review": "a judge's scores and flags of an entry (judges.record)",
+    "test_look": "one evaluation of one program on a round's test items: author, program hash, board, round "
+                 "(recorded before it runs, whether it is then scored, refused or crashes)",
+    "plan": "a search's pre-registered plan, recorded before any child is evaluated (search/preregister.py)",
+}
+KINDS = tuple(KIND_DOCS)
 # arena-3: events signed (Ed25519), salted round commitments, reserved names, normalised authors;
 # arena-4: every event declares the arena's rules version (a board's own version stays in the payload), so a
 # ledger whose signatures were stripped declares a signed version on every line

@@ -1,9 +1,11 @@
 """A round's commitment in the ledger, and the check every verb that uses the secret makes first.
 
 A ``round`` event records ``commitment(secret, round, salt)`` with a fresh random salt (both public) before any
-test item is drawn. ``check_round_secret`` runs before anything else in ``record_baselines``, ``submit`` and
-``reveal``: the secret must be strong (``splits.check_secret``) and, once the round exists, match its
-commitment (``SecretMismatch`` otherwise: a wrong secret would score everyone on other items).
+test item is drawn, and how the secret was made: ``origin`` ("generated" by ``arena init``, else "given"), the
+strength estimate and ``weak_secret_ok`` when the organiser waived it (``--weak-secret-ok``: anyone reading the
+ledger sees it). ``check_round_secret`` runs before anything else in ``record_baselines``, ``submit`` and
+``reveal``: the secret must be strong (``splits.check_secret``, unless waived) and, once the round exists,
+match its commitment (``SecretMismatch`` otherwise: a wrong secret would score everyone on other items).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..boards import splits
+from ..boards.strength import estimate
 
 
 def round_event(events: list[dict], round_: int) -> dict | None:
@@ -28,11 +31,12 @@ def matches(secret: bytes, data: dict) -> bool:
     return bool(salt) and splits.verify_reveal(secret, int(data["round"]), str(data.get("commitment", "")), salt)
 
 
-def check_round_secret(ledger: Any, secret: bytes, round_: int) -> dict | None:
-    """``SecretMissing`` for a weak secret, ``SecretMismatch`` when it does not open the round's commitment;
-    the round's payload (None before the round exists)."""
-    splits.check_secret(secret)
-    data = round_event(ledger.events(), round_)
+def check_round_secret(ledger: Any, secret: bytes, round_: int, weak_ok: bool = False,
+                       events: list[dict] | None = None) -> dict | None:
+    """``SecretMissing`` for a weak secret (unless ``weak_ok``), ``SecretMismatch`` when it does not open the
+    round's commitment; the round's payload (None before the round exists). ``events``: already read."""
+    splits.check_secret(secret, weak_ok=weak_ok)
+    data = round_event(ledger.events() if events is None else events, round_)
     if data is not None and not matches(secret, data):
         raise splits.SecretMismatch(f"the secret does not match round {round_}'s commitment "
                                     f"{str(data.get('commitment'))[:16]}... in {ledger.path}; nothing was run (use "
@@ -40,13 +44,16 @@ def check_round_secret(ledger: Any, secret: bytes, round_: int) -> dict | None:
     return data
 
 
-def ensure_round(ledger: Any, secret: bytes, round_: int, profile: str) -> dict:
-    """The round's payload, recording its salted commitment first when the round is new."""
-    data = check_round_secret(ledger, secret, round_)
+def ensure_round(ledger: Any, secret: bytes, round_: int, profile: str, weak_ok: bool = False,
+                 origin: str = "given") -> dict:
+    """The round's payload, recording its salted commitment (and how the secret was made) when the round is new."""
+    data = check_round_secret(ledger, secret, round_, weak_ok)
     if data is not None:
         return data
-    salt = splits.new_salt()
+    salt, strength = splits.new_salt(), estimate(secret)
     payload = {"round": round_, "profile": profile, "commitment": splits.commitment(secret, round_, salt),
-               "salt": salt, "scheme": splits.COMMITMENT_SCHEME}
+               "salt": salt, "scheme": splits.COMMITMENT_SCHEME, "secret_origin": origin,
+               "secret_estimate_bits": int(strength.bits),
+               "weak_secret_ok": bool(weak_ok and strength.bits < splits.MIN_SECRET_BITS)}
     ledger.append("round", payload)
     return payload
