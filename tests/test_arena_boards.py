@@ -59,6 +59,10 @@ boards:
     (("items: {dev: 1, test: 1}", "items: {dev: 1}"), "items must"),
     (("budgets: [0.5], ", ""), "missing field 'budgets'"),
     (("boards:", "boards: [\n"), "not valid YAML"),
+    (("budgets: [0.5],", "budgets: [0.5], colour: red,"), r"unknown field\(s\) \['colour'\]; the fields a board may"),
+    (("mode: relative", "mode: sideways"), r"limits.mode must be one of \('absolute', 'relative'\), got 'sideways'"),
+    (("{lengths: [1024]", "{lengths: 1024"), "lengths must be of type tuple, got 1024"),
+    (("dev: 1, test: 1", "dev: one, test: 1"), "items must be of type dict"),
 ])
 def test_bad_board_data_is_named(tmp_path, edit, message):
     path = _bad(tmp_path, GOOD.replace(*edit))

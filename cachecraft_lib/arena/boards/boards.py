@@ -1,5 +1,9 @@
 """The arena's boards as data: one YAML file per profile (``arena/boards/<profile>.yaml``), checked on load.
 
+The check has two parts: dacite reads each board into the ``Board`` dataclass (a missing or unknown field, a
+wrong type, a value outside a ``Literal`` is named with the file, the board and what the field must be), then
+``_check`` says what types cannot (ranges, distinct budgets, the rules between fields).
+
 Why data: budgets, weights, limits and item counts are the rules of the game; they are read by the harness,
 the scorer, the README and the notebook from one place, and ``arena calibrate`` rewrites the budgets of the
 embedded profiles from measurements instead of anyone editing code.
@@ -23,21 +27,28 @@ full cache's).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
+import dacite
 import yaml
 
 BOARDS_DIR = Path(__file__).parent
-SETTINGS = ("query_aware", "query_agnostic", "decode_time")
+Setting = Literal["query_aware", "query_agnostic", "decode_time"]
+Benchmark = Literal["ruler", "math500"]
+LimitMode = Literal["absolute", "relative"]
+MemoryBasis = Literal["logical", "physical"]
+Hook = Literal["whole_cache"]  # hooks a board's rules may allow (``hooks_allowed``); the others run everywhere
+SETTINGS, BENCHMARKS, LIMIT_MODES = get_args(Setting), get_args(Benchmark), get_args(LimitMode)
+MEMORY_BASES, OPTIONAL_HOOKS = get_args(MemoryBasis), get_args(Hook)
 WEIGHT_KEYS = ("accuracy", "memory", "speed", "overhead")
 OPTIONAL_WEIGHTS = ("generated_length",)
-BENCHMARKS = ("ruler", "math500")
 MIN_CAP = 16
-LIMIT_MODES = ("absolute", "relative")
-MEMORY_BASES = ("logical", "physical")
-OPTIONAL_HOOKS = ("whole_cache",)  # hooks a board's rules may allow (``hooks_allowed``); the others run everywhere
+# dacite reads a YAML mapping into ``Board``: every field typed (an int where a float is due is widened), no
+# unknown field, Literal fields one of their values. YAML lists become tuples first (``_as_tuples``).
+_DACITE = dacite.Config(strict=True,
+                        type_hooks={float: lambda v: float(v) if isinstance(v, int) and not isinstance(v, bool) else v})
 
 
 class BoardError(ValueError):
@@ -49,41 +60,44 @@ class Limits:
     """Eligibility: ``absolute`` (accuracy >= a, memory + speed >= e) or ``relative`` (fractions of the best
     baseline's accuracy and memory + speed on the same board)."""
 
-    mode: str
+    mode: LimitMode
     accuracy: float
     efficiency: float
 
 
 @dataclass(frozen=True)
 class Board:
+    """One board, as its YAML fields say (defaults merged) plus its name and its file's profile, rules and label;
+    the fields with a default may be left out of the file."""
+
     name: str
     profile: str
-    setting: str
-    description: str
+    setting: Setting
     budgets: tuple[float, ...]
     items: dict[str, int]
-    questions_per_context: int
     baselines: tuple[str, ...]
     weights: dict[str, float]
     limits: Limits
     lengths: tuple[int, ...]
     tasks: tuple[str, ...]
-    full_cache_floor: float
-    accuracy_cap: float
-    memory_basis: str
-    gain_to_resolve: float
-    gate_threshold: float
-    rules_version: int
-    label: str
+    rules_version: int = 1
+    label: str = ""
+    description: str = ""
+    questions_per_context: int = 1
+    full_cache_floor: float = 25.0
+    accuracy_cap: float = 1.1
+    memory_basis: MemoryBasis = "logical"
+    gain_to_resolve: float = 0.02
+    gate_threshold: float = 0.0
     overhead_allowance: float | None = None
     extra_benchmarks: tuple[dict[str, Any], ...] = ()
     calibration: dict[str, Any] = field(default_factory=dict)
-    benchmark: str = "ruler"
+    benchmark: Benchmark = "ruler"
     chunk: int = 128
     slack: int = 0
     max_new_tokens: int | None = None
     model: str | None = None
-    hooks_allowed: tuple[str, ...] = ()  # optional hooks the rules allow here (``whole_cache``: B_offline)
+    hooks_allowed: tuple[Hook, ...] = ()  # optional hooks the rules allow here (``whole_cache``: B_offline)
 
     @property
     def allows_whole_cache(self) -> bool:
@@ -149,17 +163,53 @@ def _board(path: Path, data: dict, defaults: dict, name: str, spec: Any) -> Boar
     where = f"{path.name}, board {name}"
     if not isinstance(spec, dict):
         raise BoardError(f"{where}: expected a mapping of fields")
-    merged = {**defaults, **spec}
+    file_fields = {"name": name, "profile": str(data.get("profile", path.stem)), "rules_version":
+                   data.get("rules_version", 1), "label": str(data.get("label", ""))}
+    merged = {k: v for k, v in {**defaults, **spec}.items() if v is not None}  # null: the field's default
+    try:
+        board = dacite.from_dict(Board, _as_tuples({**merged, **file_fields}), config=_DACITE)
+    except dacite.DaciteError as err:
+        raise BoardError(f"{where}: {_dacite_text(err, merged)}") from None
+    _check(where, board)
+    weights = dict(board.weights)
+    weights.setdefault("generated_length", 0.0)  # after the others, as the rules events have always listed it
+    return replace(board, weights=weights)
 
-    def need(key: str) -> Any:
-        if key not in merged:
-            raise BoardError(f"{where}: missing field {key!r}")
-        return merged[key]
 
-    setting = need("setting")
-    if setting not in SETTINGS:
-        raise BoardError(f"{where}: setting must be one of {SETTINGS}, got {setting!r}")
-    budgets = tuple(float(b) for b in need("budgets"))
+def _as_tuples(data: dict) -> dict:
+    """YAML lists as tuples where ``Board`` has a tuple (anything else is left for dacite to refuse)."""
+    tuples = {f.name for f in fields(Board) if str(f.type).startswith("tuple")}
+    return {k: tuple(v) if k in tuples and isinstance(v, list) else v for k, v in data.items()}
+
+
+def _dacite_text(err: dacite.DaciteError, data: dict) -> str:
+    """What dacite found, said as a fix: the field, what it must be, what the file has."""
+    if isinstance(err, dacite.MissingValueError):
+        return f"missing field {err.field_path!r}"
+    if isinstance(err, dacite.UnexpectedDataError):
+        known = sorted(f for f in Board.__dataclass_fields__ if f not in ("name", "profile", "rules_version", "label"))
+        return f"unknown field(s) {sorted(err.keys)}; the fields a board may have: {known}"
+    if isinstance(err, dacite.WrongTypeError):
+        path = err.field_path or ""
+        value: Any = data
+        for part in path.split("."):
+            value = value.get(part) if isinstance(value, dict) else value
+        choices = _choices(path)
+        must = f"one of {choices}" if choices else f"of type {getattr(err.field_type, '__name__', err.field_type)}"
+        return f"{path} must be {must}, got {value!r}"
+    return str(err)
+
+
+def _choices(path: str) -> tuple[str, ...]:
+    """The allowed values of a Literal field (``limits.mode``, ``setting``, ``hooks_allowed``...), else ()."""
+    hint = {"setting": Setting, "benchmark": Benchmark, "memory_basis": MemoryBasis, "limits.mode": LimitMode,
+            "hooks_allowed": Hook}.get(path)
+    return get_args(hint) if hint else ()
+
+
+def _check(where: str, board: Board) -> None:
+    """What types cannot say: ranges, distinct budgets, the weights' keys, the rules between fields."""
+    budgets, setting = board.budgets, board.setting
     if setting == "decode_time":
         if not budgets or len(set(budgets)) != len(budgets) or any(
                 not (0 < b < 1 or (b >= MIN_CAP and b == int(b))) for b in budgets):
@@ -167,54 +217,26 @@ def _board(path: Path, data: dict, defaults: dict, name: str, spec: Any) -> Boar
                              f"whole entry counts >= {MIN_CAP}; got {budgets}")
     elif not budgets or any(not 0 < b <= 1 for b in budgets) or len(set(budgets)) != len(budgets):
         raise BoardError(f"{where}: budgets must be distinct fractions of the cache kept, in (0, 1]; got {budgets}")
-    items = dict(need("items"))
-    if set(items) != {"dev", "test"} or any(not isinstance(v, int) or v < 1 for v in items.values()):
+    items = board.items
+    if set(items) != {"dev", "test"} or any(v < 1 for v in items.values()):
         raise BoardError(f"{where}: items must give positive integers for 'dev' and 'test' (per task); got {items}")
-    weights = {k: float(v) for k, v in dict(need("weights")).items()}
+    weights = board.weights
     if not set(WEIGHT_KEYS) <= set(weights) <= set(WEIGHT_KEYS + OPTIONAL_WEIGHTS) \
             or any(v < 0 or math.isnan(v) for v in weights.values()):
         raise BoardError(f"{where}: weights need exactly {WEIGHT_KEYS} (optionally {OPTIONAL_WEIGHTS}), each >= 0; "
                          f"got {weights}")
     if "generated_length" in weights and setting != "decode_time":
         raise BoardError(f"{where}: the generated_length weight is for decode-time boards (C) only")
-    weights.setdefault("generated_length", 0.0)
-    benchmark = str(merged.get("benchmark", "ruler"))
-    if benchmark not in BENCHMARKS:
-        raise BoardError(f"{where}: benchmark must be one of {BENCHMARKS}, got {benchmark!r}")
-    limits = dict(need("limits"))
-    if limits.get("mode") not in LIMIT_MODES or not {"accuracy", "efficiency"} <= set(limits):
-        raise BoardError(f"{where}: limits need mode ({'|'.join(LIMIT_MODES)}), accuracy and efficiency; got {limits}")
-    basis = merged.get("memory_basis", "logical")
-    if basis not in MEMORY_BASES:
-        raise BoardError(f"{where}: memory_basis must be one of {MEMORY_BASES}, got {basis!r}")
-    baselines = tuple(need("baselines"))
-    _check_baselines(where, baselines, setting)
-    allowance = merged.get("overhead_allowance")
-    if allowance is not None and float(allowance) < 0:
-        raise BoardError(f"{where}: overhead_allowance must be >= 0 (x prefill), got {allowance}")
-    hooks_allowed = tuple(merged.get("hooks_allowed") or ())
-    if not set(hooks_allowed) <= set(OPTIONAL_HOOKS) or (hooks_allowed and setting == "decode_time"):
-        raise BoardError(f"{where}: hooks_allowed may name {OPTIONAL_HOOKS} on a prefill board; got {hooks_allowed}")
-    questions = int(merged.get("questions_per_context", 1))
+    _check_baselines(where, board.baselines, setting)
+    if board.overhead_allowance is not None and board.overhead_allowance < 0:
+        raise BoardError(f"{where}: overhead_allowance must be >= 0 (x prefill), got {board.overhead_allowance}")
+    if board.hooks_allowed and setting == "decode_time":
+        raise BoardError(f"{where}: hooks_allowed may name {OPTIONAL_HOOKS} on a prefill board; got "
+                         f"{board.hooks_allowed}")
+    questions = board.questions_per_context
     if questions < 1 or (setting == "query_aware" and questions != 1):
         raise BoardError(f"{where}: questions_per_context must be >= 1, and 1 on a query-aware board (the question "
                          f"is compressed with its context); got {questions}")
-    return Board(name=name, profile=str(data.get("profile", path.stem)), setting=setting,
-                 description=str(merged.get("description", "")), budgets=budgets, items=items,
-                 questions_per_context=questions, baselines=baselines, weights=weights,
-                 limits=Limits(limits["mode"], float(limits["accuracy"]), float(limits["efficiency"])),
-                 lengths=tuple(int(x) for x in need("lengths")), tasks=tuple(need("tasks")),
-                 full_cache_floor=float(merged.get("full_cache_floor", 25)),
-                 accuracy_cap=float(merged.get("accuracy_cap", 1.1)), memory_basis=basis,
-                 gain_to_resolve=float(merged.get("gain_to_resolve", 0.02)),
-                 gate_threshold=float(merged.get("gate_threshold", 0.0)),
-                 rules_version=int(data.get("rules_version", 1)), label=str(data.get("label", "")),
-                 overhead_allowance=None if allowance is None else float(allowance),
-                 extra_benchmarks=tuple(merged.get("extra_benchmarks") or ()),
-                 calibration=dict(merged.get("calibration") or {}), benchmark=benchmark,
-                 chunk=int(merged.get("chunk", 128)), slack=int(merged.get("slack", 0)),
-                 max_new_tokens=None if merged.get("max_new_tokens") is None else int(merged["max_new_tokens"]),
-                 model=merged.get("model"), hooks_allowed=hooks_allowed)
 
 
 def _check_baselines(where: str, baselines: tuple[str, ...], setting: str = "query_aware") -> None:
