@@ -132,7 +132,7 @@ def test_a_symlinked_params_file_is_refused(tmp_path):
     (folder / "params.npz").symlink_to(outside)
     with pytest.raises(SubmissionError) as err:
         load_submission(folder)
-    assert err.value.kind == "bad_params"
+    assert err.value.kind == "bad_folder"  # a link anywhere in a submission folder (safe_files.folder_problem)
 
 
 def test_the_judges_bundle_names_the_params_hash_not_the_numbers(tmp_path):

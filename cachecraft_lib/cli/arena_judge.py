@@ -76,17 +76,16 @@ def _dev_report_path(arena, board: str, name: str) -> Path:
 
 
 def _judge(args: argparse.Namespace) -> int:
-    import yaml
-
     from ..arena.arena import Arena
     from ..arena.judges import load_bundle, review
     from ..arena.judges.bundle import BundleError, save_dev_report
+    from ..arena.submissions.metadata import read_metadata
 
     folder = Path(args.folder)
     if not (folder / "metadata.yaml").is_file():
         raise BundleError(f"{folder} is not a submission folder (no metadata.yaml); see "
                           "cachecraft_lib/arena/examples/frc/ for one")
-    meta = yaml.safe_load((folder / "metadata.yaml").read_text(encoding="utf-8")) or {}
+    meta = read_metadata(folder)  # the arena's loader: no anchors, aliases or tags, bounded, no link followed
     boards = meta.get("boards") or []
     board = args.board or (boards[0] if isinstance(boards, list) and boards else boards or None)
     if not board:

@@ -24,12 +24,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from ..submissions.errors import SubmissionError
 from ..submissions.folder import DESCRIPTION_FILE, METADATA_FILE, METHOD_FILE
+from ..submissions.metadata import parse_metadata
+from ..submissions.safe_files import decode_text, problem
 from ..submissions.safe_files import in_some_arena_private as _in_some_arena_private
 from ..submissions.safe_files import inside as _inside
-from ..submissions.safe_files import problem
 
 DEV_REPORT_FILE = "dev_report.json"
 SHIPPED = Path(__file__).resolve().parents[1] / "examples"
@@ -107,7 +107,21 @@ def _read(folder: Path, name: str, private: Path | None = None, binary: bool = F
     if why is not None:
         raise BundleError(f"{path} is refused: {why}; a submission's files are plain files inside its folder, "
                           "outside the arena's private folder")
-    return path.read_bytes() if binary else path.read_text(encoding="utf-8")
+    raw = path.read_bytes()
+    if binary:
+        return raw
+    try:
+        return decode_text(raw, name, "bad_description" if name == DESCRIPTION_FILE else "bad_metadata")
+    except SubmissionError as err:
+        raise BundleError(str(err)) from None
+
+
+def _metadata(text: str) -> dict[str, Any]:
+    """The metadata as the arena's loader reads it (no anchors, aliases or tags; bounded)."""
+    try:
+        return parse_metadata(text)
+    except SubmissionError as err:
+        raise BundleError(str(err)) from None
 
 
 def load_bundle(folder: str | Path, dev_report: str | Path | dict | None = None,
@@ -129,12 +143,7 @@ def load_bundle(folder: str | Path, dev_report: str | Path | dict | None = None,
         raise BundleError(f"{folder} lies in the arena's private folder; a judge never reads it")
     raw = _read(folder, METHOD_FILE, private, binary=True)  # read once: the code judged is the code hashed
     code, description = raw.decode("utf-8", errors="replace"), _read(folder, DESCRIPTION_FILE, private)
-    try:
-        metadata = yaml.safe_load(_read(folder, METADATA_FILE, private)) or {}
-    except yaml.YAMLError as err:
-        raise BundleError(f"{folder / METADATA_FILE} is not valid YAML ({err})") from None
-    if not isinstance(metadata, dict):
-        metadata = {"invalid": str(metadata)}
+    metadata = _metadata(_read(folder, METADATA_FILE, private))
     report = _dev_report(folder, dev_report, private)
     own = (str(metadata.get("name") or folder.name), str(metadata.get("author") or "unknown"))
     return Bundle(folder.resolve(), code, description, metadata, report,
@@ -176,14 +185,13 @@ def _entry_from(folder: Path, private: Path | None = None) -> Entry | None:
     if not all(_allowed(folder / n, folder, private) for n in (METHOD_FILE, METADATA_FILE, DESCRIPTION_FILE)):
         return None  # a link out of its folder, or an entry inside the arena's private folder: never read
     try:
-        code = (folder / METHOD_FILE).read_text(encoding="utf-8")
-        meta = yaml.safe_load((folder / METADATA_FILE).read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError):
+        raw = _read(folder, METHOD_FILE, private, binary=True)
+        meta = _metadata(_read(folder, METADATA_FILE, private))
+        desc = _read(folder, DESCRIPTION_FILE, private) if (folder / DESCRIPTION_FILE).is_file() else ""
+    except (OSError, BundleError):
         return None
-    desc_path = folder / DESCRIPTION_FILE
     return Entry(str(meta.get("name") or folder.name), str(meta.get("author") or "unknown"),
-                 hashlib.sha256((folder / METHOD_FILE).read_bytes()).hexdigest(), code,
-                 desc_path.read_text(encoding="utf-8") if desc_path.is_file() else "", folder.resolve())
+                 hashlib.sha256(raw).hexdigest(), raw.decode("utf-8", errors="replace"), desc, folder.resolve())
 
 
 def _earlier(own_folder: Path, own: tuple[str, str], folders: list, events: list[dict],

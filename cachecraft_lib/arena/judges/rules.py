@@ -172,8 +172,6 @@ VIOLATIONS = ("network", "file_access", "bad_import")  # submission kinds that b
 
 
 def _rule_violations(bundle: Bundle, notes: list[str], flags: list[str]) -> None:
-    import yaml
-
     code = bundle.code.encode("utf-8")
     try:
         boards = bundle.metadata.get("boards") or ()  # the hooks the named boards call (decode, whole_cache, ...)
@@ -185,7 +183,7 @@ def _rule_violations(bundle: Bundle, notes: list[str], flags: list[str]) -> None
         else:
             notes.append(f"the submission would be refused: {err}")
     try:
-        check_metadata(yaml.safe_dump(bundle.metadata))
+        check_metadata(dict(bundle.metadata))
     except SubmissionError as err:
         notes.append(f"the submission would be refused: {err}")
 

@@ -26,14 +26,23 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
 from .errors import SubmissionError
 from .identity import author_key, check_name
+from .metadata import (  # noqa: F401 - metadata_author/origin, check_metadata: imported from here by callers
+    METADATA_FILE,
+    NAME_RE,
+    check_allocation,
+    check_metadata,
+    metadata_author,
+    metadata_origin,
+    parse_metadata,
+    read_metadata_text,
+)
 from .params import load_params, parse_params
 from .probes import check_probes
+from .safe_files import decode_text, folder_problem, read_member
 
-METHOD_FILE, DESCRIPTION_FILE, METADATA_FILE = "method.py", "DESCRIPTION.md", "metadata.yaml"
+METHOD_FILE, DESCRIPTION_FILE = "method.py", "DESCRIPTION.md"
 METHOD_CLASS = "Method"
 REQUIRED_SECTIONS = ("Idea", "Method", "Relation to prior work", "Evidence", "Limitations", "Builds on")
 ALLOWED_IMPORTS = frozenset({"numpy", "math", "functools", "itertools", "collections", "heapq", "dataclasses",
@@ -41,8 +50,8 @@ ALLOWED_IMPORTS = frozenset({"numpy", "math", "functools", "itertools", "collect
 NETWORK_MODULES = frozenset({"socket", "ssl", "http", "urllib", "urllib3", "requests", "ftplib", "smtplib",
                              "asyncio", "selectors", "xmlrpc", "httpx", "aiohttp"})
 MAX_METHOD_BYTES = 256 * 1024
+MAX_DESCRIPTION_BYTES = 64 * 1024  # twenty times the longest shipped DESCRIPTION.md
 DECODE_BOARDS = frozenset({"C"})
-NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 @dataclass(frozen=True)
 class Submission:
     """A checked submission folder; ``code_sha256`` identifies ``method.py`` in the ledger."""
@@ -103,27 +112,37 @@ class Submission:
 
 
 def load_submission(folder: str | Path) -> Submission:
-    """The checked submission in ``folder``; ``SubmissionError`` naming the first problem otherwise."""
+    """The checked submission in ``folder``; ``SubmissionError`` naming the first problem otherwise. The folder is
+    looked at whole first (``safe_files.folder_problem``: no link, hard link or special file anywhere), then each
+    file is read once, by descriptor, without following a link."""
     folder = Path(folder)
+    why = folder_problem(folder)
+    if why is not None:
+        raise SubmissionError("bad_folder", f"{why}; a submission folder holds only its own plain files (copy "
+                                            "them in, do not link them)")
     if not folder.is_dir():
-        raise SubmissionError("missing_file", f"{folder} is not a folder; a submission is a folder with "
+        raise SubmissionError("missing_file", f"{folder.name} is not a folder; a submission is a folder with "
                                               f"{METHOD_FILE}, {DESCRIPTION_FILE} and {METADATA_FILE}")
-    for name in (METHOD_FILE, DESCRIPTION_FILE, METADATA_FILE):
-        if not (folder / name).is_file():
-            raise SubmissionError("missing_file", f"{folder} has no {name}; add it (see "
+    raw = {name: read_member(folder, name, cap, kind) for name, cap, kind in (
+        (METHOD_FILE, MAX_METHOD_BYTES, "bad_method"), (DESCRIPTION_FILE, MAX_DESCRIPTION_BYTES, "bad_description"))}
+    metadata = read_metadata_text(folder)
+    for name, found in ((METHOD_FILE, raw[METHOD_FILE]), (DESCRIPTION_FILE, raw[DESCRIPTION_FILE]),
+                        (METADATA_FILE, metadata)):
+        if found is None:
+            raise SubmissionError("missing_file", f"{folder.name} has no {name}; add it (see "
                                                   "cachecraft_lib/arena/examples/frc/ for an example)")
-    check_description((folder / DESCRIPTION_FILE).read_text(encoding="utf-8"))
-    metadata = (folder / METADATA_FILE).read_text(encoding="utf-8")
-    name, author, boards = check_metadata(metadata)
+    check_description(decode_text(raw[DESCRIPTION_FILE], DESCRIPTION_FILE, "bad_description"))
+    meta = parse_metadata(metadata)
+    name, author, boards = check_metadata(meta)
     check_name(name)
-    probes = check_probes(yaml.safe_load(metadata).get("probes"))
-    code = (folder / METHOD_FILE).read_bytes()
+    probes = check_probes(meta.get("probes"))
+    code = raw[METHOD_FILE]
     returns, decode, whole = check_code_hooks(code, boards)
     params, params_sha256, _ = load_params(folder)
     if params and not _init_takes_params(code):
         raise SubmissionError("bad_method", f"the folder ships params.npz: class {METHOD_CLASS} must define "
                                             "__init__(self, params) (the arrays arrive there, read-only)")
-    allocation = check_allocation(yaml.safe_load(metadata).get("allocation"), returns, probes, whole)
+    allocation = check_allocation(meta.get("allocation"), returns, probes, whole)
     return Submission(folder.resolve(), name, author, boards, hashlib.sha256(code).hexdigest(), returns, decode,
                       code, params, params_sha256, probes, whole, allocation)
 
@@ -139,21 +158,6 @@ def check_code_hooks(code: bytes, boards: tuple[str, ...]) -> tuple[str, bool, b
     return returns, decode, whole
 
 
-def check_allocation(value: object, returns: str, probes: tuple[str, ...], whole: bool) -> str:
-    """``allocation`` from metadata.yaml: ``uniform`` (default, ``budget`` entries per KV head) or
-    ``head_adaptive`` (Ada-KV: a layer's ``budget x heads`` entries go to the highest scores over all its heads
-    together, each head keeping at least a fifth of its budget; applied by masking keys, as KVPress's AdaKVPress
-    does, so the physical cache is not smaller). Only a per-layer ``score`` method can be allocated this way."""
-    if value is None or value == "uniform":
-        return "uniform"
-    if value != "head_adaptive":
-        raise SubmissionError("bad_metadata", f"allocation must be uniform or head_adaptive, got {value!r}")
-    if returns != "scores" or probes or whole:
-        raise SubmissionError("bad_metadata", "allocation: head_adaptive needs a score(layer) method without probes "
-                                              "or whole_cache (the harness pools the scores over the heads)")
-    return "head_adaptive"
-
-
 def check_whole_cache_boards(boards: tuple[str, ...]) -> None:
     """A method with only ``whole_cache`` names only boards that run it (and C, with its ``decode``)."""
     from ..boards.boards import whole_cache_boards
@@ -163,37 +167,6 @@ def check_whole_cache_boards(boards: tuple[str, ...]) -> None:
         raise SubmissionError("not_allowed", f"the metadata names board(s) {other}, whose rules do not run "
                                              f"whole_cache(layers) (only {sorted(whole_cache_boards())} do): define "
                                              "score(layer) or keep(layer) for them, or name only those boards")
-
-
-def metadata_author(folder: str | Path) -> str:
-    """The author ``metadata.yaml`` names, read leniently (for the ledger when the folder fails its checks);
-    ``"unknown"`` when it names none."""
-    try:
-        meta = yaml.safe_load((Path(folder) / METADATA_FILE).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        return "unknown"
-    author = meta.get("author") if isinstance(meta, dict) else None
-    return str(author).strip()[:200] if author else "unknown"
-
-
-ORIGIN_KEYS = {"kind": str, "run_id": str, "seed": str, "random_seed": int, "iterations": int, "mutator": str,
-               "child_id": str, "rank": int}  # child_id, rank: which of the run's best programs (`--top K`)
-
-
-def metadata_origin(folder: str | Path) -> dict | None:
-    """Where the entry came from, if ``metadata.yaml`` says (``origin:`` with ``kind: search``, ``run_id``,
-    ``seed``, ``random_seed``, ``iterations``, ``mutator``, and with ``--top`` ``child_id`` and ``rank``; written by ``cachecraft arena submit-search``): the
-    ledger records it beside the entry. Read leniently: unknown keys and values of the wrong type are dropped."""
-    try:
-        meta = yaml.safe_load((Path(folder) / METADATA_FILE).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        return None
-    origin = meta.get("origin") if isinstance(meta, dict) else None
-    if not isinstance(origin, dict):
-        return None
-    kept = {k: (origin[k][:200] if kind is str else origin[k]) for k, kind in ORIGIN_KEYS.items()
-            if isinstance(origin.get(k), kind) and not isinstance(origin.get(k), bool)}
-    return kept or None
 
 
 def check_boards_hooks(boards: tuple[str, ...], returns: str, decode: bool) -> None:
@@ -226,31 +199,6 @@ def check_description(text: str) -> None:
                (f"has empty sections {empty}" if empty else "")
         raise SubmissionError("bad_description", f"{DESCRIPTION_FILE} {what}; it needs a heading with text for each "
                                                  f"of: {', '.join(REQUIRED_SECTIONS)}")
-
-
-def check_metadata(text: str) -> tuple[str, str, tuple[str, ...]]:
-    """``name``, ``author`` and ``boards`` from ``metadata.yaml``."""
-    try:
-        meta = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        raise SubmissionError("bad_metadata", f"{METADATA_FILE} is not valid YAML ({err})") from None
-    if not isinstance(meta, dict):
-        raise SubmissionError("bad_metadata", f"{METADATA_FILE} must be a mapping with name, author, boards")
-    missing = [k for k in ("name", "author", "boards") if not meta.get(k)]
-    if missing:
-        raise SubmissionError("bad_metadata", f"{METADATA_FILE} lacks {missing}; e.g. name: my-method, "
-                                              "author: me, boards: [A]")
-    name, author, boards = str(meta["name"]), str(meta["author"]).strip(), meta["boards"]
-    if not author_key(author) or len(author) > 200:
-        raise SubmissionError("bad_metadata", f"author {author[:40]!r} must have visible characters (at most 200)")
-    if not NAME_RE.match(name):
-        raise SubmissionError("bad_metadata", f"name {name!r} must be lowercase letters, digits, '-' or '_' "
-                                              "(at most 64, starting with a letter or digit)")
-    if isinstance(boards, str):
-        boards = [boards]
-    if not isinstance(boards, list) or not all(isinstance(b, str) and b for b in boards):
-        raise SubmissionError("bad_metadata", f"boards must be a list of board names, got {boards!r}")
-    return name, author, tuple(boards)
 
 
 def check_method(code: bytes) -> str:

@@ -1,0 +1,128 @@
+"""Hostile submission folders, one test per class of attack on the arena's static checks (issue 47, item 4).
+
+Each case is written here (none is a copy of a hidden list): every one is refused with its own kind, by
+``arena check`` as one line on stderr (exit status 2, never a traceback), with a message that is short, has no
+escape or control character, and never quotes the hostile input back; nothing is left behind.
+"""
+
+from __future__ import annotations
+
+import io
+import shutil
+import struct
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cachecraft_lib.arena.submissions.errors import STATIC_MESSAGE_MAX
+from cachecraft_lib.arena.submissions.folder import SubmissionError, load_submission
+from cachecraft_lib.cli import main
+
+EXAMPLES = Path(__file__).parents[1] / "cachecraft_lib" / "arena" / "examples"
+FRC, KVPRIOR = EXAMPLES / "frc", EXAMPLES / "kvprior"
+
+
+def _copy(tmp_path: Path, src: Path = FRC, name: str = "entry") -> Path:
+    out = tmp_path / name
+    shutil.copytree(src, out)
+    return out
+
+
+def _listing(root: Path) -> list[tuple[str, bytes | None]]:
+    return sorted((str(p.relative_to(root)), p.read_bytes() if p.is_file() and not p.is_symlink() else None)
+                  for p in root.rglob("*"))
+
+
+def refused(folder: Path, kind: str, capsys, must_not_echo: str | None = None) -> str:
+    """``folder`` is refused with ``kind`` by ``load_submission`` and by ``arena check`` (one line on stderr, exit
+    status 2), the message bounded and clean; the tree it lies in is unchanged. Returns the message."""
+    root = folder.parent
+    before = _listing(root)
+    with pytest.raises(SubmissionError) as err:
+        load_submission(folder)
+    message = str(err.value)
+    assert err.value.kind == kind, message
+    assert len(message) <= STATIC_MESSAGE_MAX + len(kind) + 2, len(message)
+    assert all(ch.isprintable() for ch in message), message
+    if must_not_echo:
+        assert must_not_echo not in message, message
+    capsys.readouterr()
+    assert main(["arena", "check", str(folder)]) == 2
+    out, errtext = capsys.readouterr()
+    assert out == "" and errtext.count("\n") == 1 and "Traceback" not in errtext and kind in errtext, errtext
+    assert _listing(root) == before  # nothing written, moved or removed
+    return message
+
+
+# ------------------------------------------------------------------------------------ class: bad files
+def _npy_bytes(header: dict, data: bytes) -> bytes:
+    """An ``.npy`` file with any header (numpy's writer would refuse a lying one)."""
+    text = repr(header).encode("latin1")
+    pad = 64 - (10 + len(text) + 1) % 64
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(text) + pad + 1) + text + b" " * pad + b"\n" + data
+
+
+def _npz(**members: bytes) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for name, raw in members.items():
+            zf.writestr(name, raw)
+    return buf.getvalue()
+
+
+def _object_npy() -> bytes:
+    buf = io.BytesIO()
+    np.lib.format.write_array(buf, np.array([{"a": 1}, None], dtype=object), allow_pickle=True)
+    return buf.getvalue()
+
+
+ALIAS_BOMB = "name: bomb\nauthor: me\nboards: [A]\n" + "a0: &a0 [lolololol, lolololol, lolololol]\n" + "".join(
+    f"a{i}: &a{i} [*a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}]\n"
+    for i in range(1, 10))
+BAD_FILES = {  # case -> (file, bytes, kind, what the refusal says: the check that caught it)
+    "description_latin1": ("DESCRIPTION.md", "## Idea\nCaf\u00e9 cr\u00e8me\n".encode("latin-1"),
+                           "bad_description", "not UTF-8"),
+    "description_binary": ("DESCRIPTION.md", b"\x7fELF\x02\x01\x01\x00" + b"\x00" * 64, "bad_description", "not a text file"),
+    "description_escapes": ("DESCRIPTION.md", b"## Idea\n\x1b]0;owned\x07\x1b[2J\n", "bad_description", "not a text file"),
+    "description_huge": ("DESCRIPTION.md", b"## Idea\n" + b"words " * 200_000, "bad_description", "limit"),
+    "params_claims_terabytes": ("params.npz", _npz(**{"w.npy": _npy_bytes(
+        {"descr": "<f8", "fortran_order": False, "shape": (1 << 40,)}, b"\x00" * 8)}), "bad_params", "claims"),
+    "params_header_lies_short": ("params.npz", _npz(**{"w.npy": _npy_bytes(
+        {"descr": "<f4", "fortran_order": False, "shape": (4,)}, b"\x00" * 4096)}), "bad_params", "does not match"),
+    "params_object_array": ("params.npz", _npz(**{"w.npy": _object_npy()}), "bad_params", "never unpickled"),
+    "params_raw_pickle": ("params.npz", _npz(**{"w.pkl": b"\x80\x04cposix\nsystem\n."}), "bad_params", "not an array"),
+    "params_bad_header_text": ("params.npz", _npz(**{"w.npy": b"\x93NUMPY\x01\x00\x10\x00__import__('os')\n"}),
+                               "bad_params", "header"),
+    "params_not_zip": ("params.npz", b"PK\x03\x04 truncated", "bad_params", "npz archive"),
+    "metadata_alias_bomb": ("metadata.yaml", ALIAS_BOMB.encode(), "bad_metadata", "alias"),
+    "metadata_python_tag": ("metadata.yaml", b"name: x\nauthor: me\nboards: [A]\nexploit: "
+                                             b"!!python/object/apply:os.system ['touch pwned']\n",
+                            "bad_metadata", "tag"),
+    "metadata_custom_tag": ("metadata.yaml", b"name: !secret x\nauthor: me\nboards: [A]\n", "bad_metadata", "tag"),
+    "metadata_huge_number": ("metadata.yaml", b"name: x\nauthor: me\nboards: [A]\nseed: " + b"9" * 9000 + b"\n",
+                             "bad_metadata", "9000 characters"),
+    "metadata_deep": ("metadata.yaml", b"name: x\nauthor: me\nboards: " + b"[" * 400 + b"]" * 400 + b"\n",
+                      "bad_metadata", "nests deeper"),
+    "metadata_oversized": ("metadata.yaml", b"name: x\nauthor: me\nboards: [A]\nnote: '" + b"y" * 100_000 + b"'\n",
+                           "bad_metadata", "limit"),
+    "metadata_not_utf8": ("metadata.yaml", b"name: x\nauthor: \xff\xfeme\nboards: [A]\n", "bad_metadata", "not UTF-8"),
+    "metadata_long_boards": ("metadata.yaml", b"name: x\nauthor: me\nboards: ['" + b"\xe2\x80\xae" * 300 + b"']\n",
+                             "bad_metadata", "board names"),
+}
+
+
+NEVER_ECHOED = ("Caf", "ELF", "owned", "words words", "posix", "__import__", "lolol", "touch", "secret", "99999",
+                "[[[", "yyyy", "\u202e", "\\u202e\\u202e\\u202e")
+
+
+@pytest.mark.parametrize("case", sorted(BAD_FILES))
+def test_bad_files_are_refused_with_their_kind_never_echoed(tmp_path, capsys, case):
+    """Text files that are not text, params whose headers lie or hold objects, YAML with anchors, aliases,
+    tags, huge or deep values: each refused by the check named in its message, none of it quoted back."""
+    name, raw, kind, says = BAD_FILES[case]
+    folder = _copy(tmp_path, KVPRIOR if name == "params.npz" else FRC)
+    (folder / name).write_bytes(raw)
+    message = refused(folder, kind, capsys)
+    assert says in message and not any(s in message for s in NEVER_ECHOED), message
