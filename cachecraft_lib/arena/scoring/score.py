@@ -7,8 +7,10 @@ excluded and listed (normalising by a near-zero score measures noise). Accuracy 
 tasks and budgets. Efficiency, averaged over budgets:
 
 - memory ``M = 1 - kept entries / full entries`` (logical: what the method evicted; ``memory_basis: physical``
-  counts what the cache holds, where key-masking presses keep everything; both are reported);
-- speed ``S = 1 - entries read per decoded token / full``;
+  counts what the cache holds, where key-masking presses keep everything; both are reported), credited at most
+  at the budget's ``1 - budget`` (``_at_most_budget``: keeping fewer than the budget earns nothing, so the
+  figure carries no bit a method chose);
+- speed ``S = 1 - entries read per decoded token / full``, likewise at most the budget's;
 - overhead ``O = compression FLOPs / prefill FLOPs``, at most 1; on a board with an allowance (B_offline) only
   the part beyond the allowance counts, ``min(1, max(0, O - allowance))``.
 
@@ -52,10 +54,11 @@ def unit_values(rows: pd.DataFrame, board: Board) -> pd.DataFrame:
     rows["norm"] = rows.score / rows.task.map(full_mean)
     cell = rows.groupby(["method", "budget", "task"])["norm"].transform("mean")
     rows["accuracy"] = rows.norm * np.where(cell > board.accuracy_cap, board.accuracy_cap / cell.clip(lower=1e-12), 1)
-    rows["memory_logical"] = 1 - rows.logical_entries / rows.full_entries
-    rows["memory_physical"] = 1 - rows.physical_entries / rows.full_entries
+    rows["memory_logical"] = _at_most_budget(1 - rows.logical_entries / rows.full_entries, rows, board)
+    rows["memory_physical"] = _at_most_budget(1 - rows.physical_entries / rows.full_entries, rows, board)
     rows["memory"] = rows["memory_physical" if board.memory_basis == "physical" else "memory_logical"]
-    rows["speed"] = 1 - rows.read_entries / rows.full_read_entries
+    rows["speed"] = _at_most_budget(1 - rows.read_entries / rows.full_read_entries, rows, board,
+                                    scale=rows.full_entries / rows.full_read_entries)
     ratio = rows.overhead_flops / rows.prefill_flops
     allowance = board.overhead_allowance or 0.0
     rows["overhead_ratio"] = ratio
@@ -70,6 +73,19 @@ def unit_values(rows: pd.DataFrame, board: Board) -> pd.DataFrame:
                            - w.get("generated_length", 0.0) * per_unit.generated)
     per_unit.attrs["excluded_tasks"] = sorted(drop)
     return per_unit
+
+
+def _at_most_budget(term: pd.Series, rows: pd.DataFrame, board: Board, scale: pd.Series | float = 1.0) -> pd.Series:
+    """A memory or speed term credited at most at the budget's own value, ``(1 - budget) * scale`` (prefill
+    boards): a method that keeps fewer entries than its budget earns nothing for it, so these public figures are
+    a function of the public budget and the items' sizes and carry no bit a method chose about the test items
+    (keeping 1 to ``budget`` entries per layer would otherwise write ~20 bits into an entry's aggregates;
+    arena/README.md). A method that keeps more (a key-masking press, physically) is charged what it keeps.
+    Board C's caps bound the peak cache, not a prefill's kept share: its terms stay as measured."""
+    if board.decode_time or "budget" not in rows:
+        return term
+    upper = (1 - rows.budget.astype(float)) * scale
+    return term.where(term < upper - 1e-9, upper)  # at or above the budget's value (rounding included): exactly it
 
 
 def _generated_term(rows: pd.DataFrame) -> pd.Series:
