@@ -8,6 +8,7 @@ escape or control character, and never quotes the hostile input back; nothing is
 from __future__ import annotations
 
 import io
+import os
 import shutil
 import struct
 import zipfile
@@ -126,3 +127,66 @@ def test_bad_files_are_refused_with_their_kind_never_echoed(tmp_path, capsys, ca
     (folder / name).write_bytes(raw)
     message = refused(folder, kind, capsys)
     assert says in message and not any(s in message for s in NEVER_ECHOED), message
+
+
+# ------------------------------------------------------------------------------- class: links in the folder
+def _linked(tmp_path: Path, case: str) -> Path:
+    """A folder that passes every check but for one link (or a file that is not its own) somewhere in it."""
+    other = _copy(tmp_path, FRC, "other_author")  # another author's entry beside it
+    assert load_submission(other).author  # the entry linked to is itself fine
+    folder = _copy(tmp_path)
+    if case == "method_links_to_another_entry":
+        (folder / "method.py").unlink()
+        (folder / "method.py").symlink_to(other / "method.py")
+    elif case == "relative_link_inside":
+        (folder / "notes.md").symlink_to("DESCRIPTION.md")
+    elif case == "linked_subfolder":
+        (folder / "vendor").symlink_to(other, target_is_directory=True)
+    elif case == "link_deep_in_subfolders":
+        (folder / "a" / "b" / "c").mkdir(parents=True)
+        (folder / "a" / "b" / "c" / ".cache").symlink_to("/etc/hostname")
+    elif case == "dangling_link":
+        (folder / "params.npz").symlink_to(tmp_path / "not_yet_there.npz")
+    elif case == "hard_link_to_another_entry":
+        (folder / "method.py").unlink()
+        (folder / "method.py").hardlink_to(other / "method.py")
+    elif case == "pipe_as_description":
+        (folder / "DESCRIPTION.md").unlink()
+        os.mkfifo(folder / "DESCRIPTION.md")
+    elif case == "folder_is_a_link":
+        shutil.rmtree(folder)
+        folder.symlink_to(other, target_is_directory=True)
+    return folder
+
+
+LINK_CASES = ("method_links_to_another_entry", "relative_link_inside", "linked_subfolder", "link_deep_in_subfolders",
+              "dangling_link", "hard_link_to_another_entry", "pipe_as_description", "folder_is_a_link")
+
+
+@pytest.mark.parametrize("case", LINK_CASES)
+def test_a_link_anywhere_in_a_submission_is_refused_before_anything_is_read(tmp_path, capsys, monkeypatch, case):
+    """A symbolic link anywhere (even one pointing inside, or dangling), a hard link, a pipe, or a folder that is
+    itself a link: ``bad_folder`` before any file is hashed or parsed (nothing is read: ``read_member`` is never
+    called), and ``arena check`` says so in one line."""
+    from cachecraft_lib.arena.submissions import folder as folder_module
+
+    folder = _linked(tmp_path, case)
+    calls = []
+    monkeypatch.setattr(folder_module, "read_member", lambda *a, **k: calls.append(a))
+    refused(folder, "bad_folder", capsys)
+    assert calls == []
+
+
+def test_a_file_swapped_for_a_link_after_the_scan_is_not_followed(tmp_path):
+    """``read_member`` opens by descriptor without following a link: a link put in place after the folder scan
+    (a race) is refused, never read through."""
+    from cachecraft_lib.arena.submissions.safe_files import folder_problem, read_member
+
+    other, folder = _copy(tmp_path, FRC, "other_author"), _copy(tmp_path)
+    assert folder_problem(folder) is None
+    (folder / "method.py").unlink()
+    (folder / "method.py").symlink_to(other / "method.py")
+    with pytest.raises(SubmissionError) as err:
+        read_member(folder, "method.py", 1 << 20, "bad_method")
+    assert err.value.kind == "bad_folder"
+    assert read_member(other, "method.py", 1 << 20, "bad_method") == (other / "method.py").read_bytes()

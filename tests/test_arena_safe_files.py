@@ -23,7 +23,8 @@ def test_only_plain_files_inside_the_folder_are_read(tmp_path):
     (folder / "sub").symlink_to(folder)  # a linked folder on the way
     (folder / "big.md").write_bytes(b"x" * (safe_files.MAX_TEXT_BYTES + 1))
     os.mkfifo(folder / "pipe.md")
-    for name in ("inner.md", "out.md", "sub/DESCRIPTION.md", "big.md", "pipe.md"):
+    (folder / "twin.md").hardlink_to(secret)  # another name for a file outside the folder
+    for name in ("inner.md", "out.md", "sub/DESCRIPTION.md", "big.md", "pipe.md", "twin.md"):
         assert safe_files.problem(folder / name, folder) is not None, name
         assert safe_files.read_text(folder / name, folder) is None, name
     assert "private" in safe_files.problem(secret, arena)  # an arena's private folder, even when the folder holds it

@@ -254,7 +254,8 @@ def _overlaps(mine: list[list[set[int]]], layers: list[Layer]) -> dict[str, floa
             for name, form in FORMS.items()}
 
 
-REFUSED_BEFORE_RUNNING = ("bad_method", "bad_import", "file_access", "network", "missing_file")
+REFUSED_BEFORE_RUNNING = ("bad_method", "bad_import", "file_access", "network", "missing_file", "bad_folder",
+                          "bad_params")  # refused by the folder checks: noted, not a crash on the judge's inputs
 
 
 def measure(bundle: Bundle, real: list[Layer] | None = None, limits: Limits | None = None) -> Behaviour:
