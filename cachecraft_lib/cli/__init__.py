@@ -9,6 +9,7 @@ import argparse
 import logging
 import sys
 
+from .. import __version__
 from . import arena, evolve, grid, latency, serve, suite, tiny
 
 GROUPS = (suite, tiny, grid, latency, evolve, serve, arena)
@@ -19,6 +20,8 @@ def build_parser() -> argparse.ArgumentParser:
         "CacheCraft Lab: reproduce the CacheCraft paper (KV-cache eviction policies found by program "
         "evolution, and FRC) on the embedded tiny model or on the paper's models."))
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}",
+                        help="print the version of cachecraft_lib and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for group in GROUPS:
         group.register(sub)

@@ -1,11 +1,38 @@
-"""``cachecraft evolve``: a CacheCraft search."""
+"""``cachecraft evolve``: a CacheCraft search (OpenEvolve's steady-state loop; the README's "Which search?").
+
+The LLM's key comes from ``OPENAI_API_KEY`` (the one variable every LLM client of the project reads);
+``--api-key`` still works but warns, since a key on a command line is kept in shell history and shown by ``ps``.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from pathlib import Path
 
 from ..profiles import PROFILES
+
+KEY_VAR = "OPENAI_API_KEY"
+NO_KEY = "ollama"  # sent when no key is set: Ollama and a local server accept any non-empty string
+
+
+def seed_program(args: argparse.Namespace) -> str:
+    """``--seed-program``, or the deprecated ``--seed`` (it reads as a random seed) with a warning."""
+    if args.seed_alias is not None:
+        print("warning: --seed is deprecated (it names the seed program); use --seed-program", file=sys.stderr)
+        return args.seed_alias
+    return args.seed_program
+
+
+def api_key(args: argparse.Namespace, env: dict[str, str] | None = None) -> str:
+    """The LLM's key: ``OPENAI_API_KEY``, else ``--api-key`` (with a warning), else a placeholder."""
+    env = os.environ if env is None else env
+    if args.api_key is not None:
+        print(f"warning: a key on the command line stays in shell history and shows in `ps`; set {KEY_VAR} "
+              "instead", file=sys.stderr)
+        return args.api_key
+    return env.get(KEY_VAR) or NO_KEY
 
 
 def _cmd_evolve(args: argparse.Namespace) -> int:
@@ -14,19 +41,20 @@ def _cmd_evolve(args: argparse.Namespace) -> int:
     from ..search.evolve import evolve
 
     profile = get_profile(args.profile)
+    seed = seed_program(args)
     board = f"_board{args.board}" if args.board else ""
-    out = Path(args.out) if args.out else DATA / "results" / "search" / f"{profile.name}_{args.seed}_{args.mutator}{board}"
+    out = Path(args.out) if args.out else DATA / "results" / "search" / f"{profile.name}_{seed}_{args.mutator}{board}"
     iterations = args.iterations or profile.search_iterations
-    print(f"cachecraft evolve: seed {args.seed}, {iterations} iterations, mutator {args.mutator} -> {out}")
+    print(f"cachecraft evolve: seed {seed}, {iterations} iterations, mutator {args.mutator} -> {out}")
     llm = {} if args.mutator == "offline" else {"ollama_model": args.llm_model, "api_base": args.api_base,
-                                                "api_key": args.api_key, "max_tokens": args.max_tokens}
+                                                "api_key": api_key(args), "max_tokens": args.max_tokens}
     if args.structural:
         if args.mutator != "offline":
             raise SystemExit("--structural belongs to the offline mutator; an LLM writes its own structural edits")
         llm["structural"] = True
     failure = None
     try:
-        best = evolve(args.seed, iterations, out, profile, mutator=args.mutator, adversarial=args.adversarial,
+        best = evolve(seed, iterations, out, profile, mutator=args.mutator, adversarial=args.adversarial,
                       ratio=args.ratio, random_seed=args.random_seed, resume=not args.fresh,
                       **({"board": args.board, "arena_root": args.arena_root} if args.board else {}), **llm)
     except RuntimeError as err:  # no candidate at all, every child failed, the fresh process failed: say why
@@ -57,14 +85,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     ev = sub.add_parser("evolve", help="run a CacheCraft search (OpenEvolve + cascade evaluator)",
                         description="Evolve an eviction policy from a seed with OpenEvolve; candidates run isolated "
                                     "and are scored by the cascade evaluator. Resumes from the run's last checkpoint.")
-    ev.add_argument("--seed", default="v5", help="seed program: v1, chunkkv, v5, expected_attention, or a file")
+    ev.add_argument("--seed-program", default="v5",
+                    help="the program the search starts from: v1, chunkkv, v5, expected_attention, or a file")
+    ev.add_argument("--seed", dest="seed_alias", default=None, help="deprecated alias of --seed-program (warns)")
     ev.add_argument("--iterations", type=int, help="iterations (default: the profile's)")
     ev.add_argument("--mutator", default="offline", choices=["offline", "ollama", "openai"],
                     help="offline: deterministic code edits, not an LLM; ollama: local qwen3.5:35b-a3b-q4_K_M; "
                          "openai: any OpenAI-compatible endpoint (--llm-model, --api-base, --api-key)")
     ev.add_argument("--llm-model", default="qwen3.5:35b-a3b-q4_K_M", help="model name for ollama/openai")
     ev.add_argument("--api-base", default="http://localhost:11434/v1", help="OpenAI-compatible base URL")
-    ev.add_argument("--api-key", default="ollama", help="API key (Ollama accepts any non-empty string)")
+    ev.add_argument("--api-key", default=None,
+                    help=f"API key; better: set {KEY_VAR} (read by default; a key given here warns). Without "
+                         f"either, '{NO_KEY}' is sent (Ollama and a local server accept any non-empty string)")
     ev.add_argument("--max-tokens", type=int, default=8192,
                     help="cap on each LLM answer (ollama/openai); e.g. 256 for a small model served on a CPU")
     ev.add_argument("--adversarial", type=float, default=0.0, help="probability of proposing a reward hack (offline)")
@@ -72,11 +104,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                     help="offline mutator: also propose structural edits (product/max of two scorers, sinks, "
                          "question window, chunk pooling, per-layer shape; docs/structural_operators.md); "
                          "off by default, so a default run is the one notebook 05 shows")
-    ev.add_argument("--profile", default="cpu", choices=sorted(PROFILES))
+    ev.add_argument("--profile", default="cpu", choices=sorted(PROFILES),
+                    help="scale: smoke (CI, seconds), cpu (default), gpu (the embedded model on CUDA), paper (the "
+                         "paper's models); its search_iterations are the default --iterations")
     ev.add_argument("--ratio", type=float, default=0.83, help="compression ratio of the search (paper: 0.83)")
-    ev.add_argument("--random-seed", type=int, default=42)
+    ev.add_argument("--random-seed", type=int, default=42,
+                    help="seed of OpenEvolve's sampling and the offline mutator (default 42; a run repeats exactly "
+                         "for it with the offline mutator)")
     ev.add_argument("--fresh", action="store_true", help="do not resume from the last checkpoint")
-    ev.add_argument("--out", help="run folder (default data/results/search/<profile>_<seed>_<mutator>)")
+    ev.add_argument("--out", help="run folder (default data/results/search/<profile>_<seed program>_<mutator>)")
     ev.add_argument("--board", choices=["A", "B_online", "B_offline"],
                     help="fitness = this arena board's own score on its dev items (the code `arena dev` uses; "
                          "candidates run as arena submissions: converted, sandboxed, applied by a KVPress press); "

@@ -87,7 +87,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     gr = sub.add_parser("grid", help="run (or resume) the RULER grid of a profile",
                         description="Compute every unfinished cell of the profile's grid: one result file per cell "
                                     "(plus KVPress's predictions.csv/metrics.json/config.yaml); resumable, shardable.")
-    gr.add_argument("--profile", default="cpu", choices=sorted(PROFILES))
+    gr.add_argument("--profile", default="cpu", choices=sorted(PROFILES),
+                    help="scale: smoke (CI, seconds), cpu (default), gpu (the embedded model on CUDA), "
+                         "paper (the paper's models)")
     gr.add_argument("--model", nargs="+", help="model names or paths, e.g. smollm2 (default: the profile's)")
     gr.add_argument("--methods", nargs="+", help="registry names (default: the profile's)")
     gr.add_argument("--ratios", type=float, nargs="+", help="compression ratios (default: the profile's)")

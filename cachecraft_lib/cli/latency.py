@@ -49,12 +49,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                         description="Prefill wall clock (median with its 95% interval over repeats, mean, std; methods "
                                     "interleaved round by round after warm-up), the press's own scoring time and peak "
                                     "memory, per method and context length; FRC's paired ratios against the paper's.")
-    la.add_argument("--profile", default="cpu", choices=sorted(PROFILES))
+    la.add_argument("--profile", default="cpu", choices=sorted(PROFILES),
+                    help="scale: smoke (CI, seconds), cpu (default), gpu (the embedded model on CUDA), "
+                         "paper (the paper's models)")
     la.add_argument("--model", help="model name or path (default: the profile's), or 8b-shaped on a GPU")
     la.add_argument("--methods", nargs="+", default=["no_press", "snapkv", "chunkkv", "frc"], help="registry names")
     la.add_argument("--lengths", type=int, nargs="+", help="context lengths (default: the profile's)")
-    la.add_argument("--ratio", type=float, default=0.88)
+    la.add_argument("--ratio", type=float, default=0.88, help="compression ratio, the fraction evicted (default 0.88)")
     la.add_argument("--repeats", type=int, help="timed runs (default: the profile's)")
-    la.add_argument("--warmup", type=int, default=2)
+    la.add_argument("--warmup", type=int, default=2, help="untimed runs per method before timing (default 2)")
     la.add_argument("--out", help="folder for latency.csv/json (default data/results/latency/<profile>)")
     la.set_defaults(func=_cmd_latency)

@@ -114,7 +114,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--length", type=int, required=True, help="token budget per sample, e.g. 4096")
     g.add_argument("--tokenizer", required=True, help="local tokenizer folder or Hugging Face id")
     g.add_argument("--samples", type=int, default=500, help="samples per task (default 500)")
-    g.add_argument("--seed", type=int, default=42)
+    g.add_argument("--seed", type=int, default=42, help="random seed of the generator (default 42)")
     g.add_argument("--tasks", nargs="+", help="subset of tasks (default: all 13)")
     g.add_argument("--out", required=True, help="output folder")
     g.set_defaults(func=_cmd_ruler_generate)

@@ -68,7 +68,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "held-out seed with more samples, decode the list tasks once more with repeated words banned (a "
                                    "diagnostic), and write README.md + quality.json.")
     c.add_argument("--model", default=str(PROFILES["cpu"].models[0]), help="model folder")
-    c.add_argument("--lengths", type=int, nargs="+", default=list(PROFILES["cpu"].lengths))
+    c.add_argument("--lengths", type=int, nargs="+", default=list(PROFILES["cpu"].lengths),
+                   help="RULER lengths to measure (default: the cpu profile's)")
     c.add_argument("--samples", type=int, default=20, help="samples per task (default 20)")
     c.add_argument("--heldout-samples", type=int, default=12,
                    help="samples per task of the uncompressed held-out check on a second seed (0: skip)")
