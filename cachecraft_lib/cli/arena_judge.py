@@ -45,7 +45,7 @@ def add_judge_verb(verb: Callable[[str, Callable, str], argparse.ArgumentParser]
                                                           "dev report into the arena's dev folder")
     p.add_argument("--earlier", nargs="*", default=[], help="folders of earlier entries to compare with (the "
                                                             "shipped ones and the ledger's are always included)")
-    p.add_argument("--round", type=int, default=1)
+    p.add_argument("--round", type=int, default=1, help="the arena round whose entries and ledger to use (default 1)")
     p.add_argument("--record", action="store_true", help="append the review to the ledger (a flag zeroes points)")
     p.add_argument("--json", action="store_true", help="print the review as JSON")
     return p
