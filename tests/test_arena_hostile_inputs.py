@@ -8,6 +8,7 @@ escape or control character, and never quotes the hostile input back; nothing is
 from __future__ import annotations
 
 import io
+import json
 import os
 import shutil
 import struct
@@ -15,6 +16,7 @@ import zipfile
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from cachecraft_lib.arena.submissions.errors import STATIC_MESSAGE_MAX
@@ -190,3 +192,81 @@ def test_a_file_swapped_for_a_link_after_the_scan_is_not_followed(tmp_path):
         read_member(folder, "method.py", 1 << 20, "bad_method")
     assert err.value.kind == "bad_folder"
     assert read_member(other, "method.py", 1 << 20, "bad_method") == (other / "method.py").read_bytes()
+
+
+# ------------------------------------------------------------------- class: strings that act on a terminal
+HOSTILE_STRINGS = {  # what each would do printed raw
+    "csi_recolour": "\x1b[31;1mbaseline\x1b[0m", "osc_title_and_link": "\x1b]0;owned\x07\x1b]8;;http://x\x1b\\me",
+    "bell": "me\x07\x07", "c1_csi": "me\x9b2J", "backspace_overwrite": "mallory\b\b\b\b\b\b\balice",
+    "carriage_return": "mallory\ralice", "rtl_override": "alice\u202eeciffo", "bidi_isolate": "\u2066alice\u2069",
+    "zero_width": "al\u200bice\u2060\ufeff", "line_separator": "alice\u2028bob", "hangul_filler": "\u3164\u3164",
+    "stacked_marks": "a" + "\u0301" * 40, "private_use": "me\ue000", "newline": "alice\nok: forged line",
+}
+
+
+def _clean(text: str) -> bool:
+    """Nothing in ``text`` acts on a terminal or hides: every character printable, one line, no filler."""
+    import unicodedata
+
+    from cachecraft_lib.util.terminal_text import HIDDEN_CATEGORIES, INVISIBLE, MAX_MARKS
+
+    marks = 0
+    for ch in text:
+        cat = unicodedata.category(ch)
+        if cat in HIDDEN_CATEGORIES or ch in INVISIBLE or (cat.startswith("Z") and ch != " "):
+            return False
+        marks = marks + 1 if cat in ("Mn", "Me") else 0
+        if marks > MAX_MARKS:
+            return False
+    return True
+
+
+def _author_folder(tmp_path: Path, author: str, name: str = "entry") -> Path:
+    folder = _copy(tmp_path, FRC, name)
+    meta = (folder / "metadata.yaml").read_text()
+    (folder / "metadata.yaml").write_text("\n".join(line for line in meta.splitlines() if not line.startswith("author"))
+                                          + "\nauthor: " + json.dumps(author) + "\n")
+    return folder
+
+
+def test_strings_from_a_submission_never_act_on_a_terminal(tmp_path, capsys):
+    """Every hostile author is either refused by ``arena check`` (controls and direction overrides: a clean
+    ``bad_metadata``) or printed with its characters shown escaped; the same text in a ledger refusal, a judge's
+    note and the leaderboard the CLI prints comes out clean."""
+    from cachecraft_lib.arena.judges.review import Review
+    from cachecraft_lib.arena.scoring.ledger import Ledger
+    from cachecraft_lib.arena.scoring.refusals import record_refusal
+    from cachecraft_lib.util.terminal_text import safe_table
+
+    for i, (case, author) in enumerate(HOSTILE_STRINGS.items()):
+        folder = _author_folder(tmp_path, author, f"e{i}")
+        capsys.readouterr()
+        code = main(["arena", "check", str(folder)])
+        out, err = capsys.readouterr()
+        assert code in (0, 2) and _clean((out + err).rstrip("\n")) and (out + err).count("\n") == 1, (case, out, err)
+        assert author not in out + err, case
+        if code == 2:
+            assert "bad_metadata" in err and "Traceback" not in err, case
+        note = Review(1, 1, 1, notes=(f"fabricated evidence: '{author}'",)).notes[0]
+        assert _clean(note) and author not in note, case
+    ledger = Ledger(tmp_path / "arena" / "ledger.jsonl")
+    for author in HOSTILE_STRINGS.values():
+        payload = record_refusal(ledger, tmp_path / "arena", "A", author, author, SubmissionError("crash", author))
+        assert all(_clean(payload[k]) for k in ("name", "author", "message")), payload
+    table = pd.DataFrame({"name": list(HOSTILE_STRINGS), "author": list(HOSTILE_STRINGS.values()), "overall": 0.5})
+    assert _clean(safe_table(table).to_string(index=False).replace("\n", " "))
+
+
+def test_the_leaderboard_the_cli_prints_escapes_names_and_authors(tmp_path, capsys):
+    from cachecraft_lib.arena.scoring.ledger import Ledger
+
+    ledger = Ledger(tmp_path / "arena" / "ledger.jsonl")  # entries an older arena recorded without the checks
+    base = {"board": "A", "round": 1, "eligible": True, "moved": True, "overall": 0.5, "lo": 0.4, "hi": 0.6}
+    ledger.append("baseline", {**base, "name": "snapkv", "kind": "baseline", "author": "baseline"})
+    for i, author in enumerate(HOSTILE_STRINGS.values()):
+        ledger.append("submission", {**base, "name": f"m{i}\x1b[2J", "kind": "submission", "author": author,
+                                     "best_before": "snapkv", "gain": 0.01, "gain_lo": 0.0})
+    capsys.readouterr()
+    assert main(["arena", "leaderboard", "--profile", "smoke", "--root", str(tmp_path / "arena")]) == 0
+    out = capsys.readouterr().out
+    assert "m0" in out and _clean(out.replace("\n", " ")), out

@@ -8,6 +8,7 @@ reported with what to do, exit status 2, and nothing already recorded is touched
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -84,11 +85,12 @@ def _cmd_boards(args: argparse.Namespace) -> int:
 
 def _cmd_check(args: argparse.Namespace) -> int:
     from ..arena.submissions.folder import load_submission
+    from ..util.terminal_text import safe_text
 
     sub = load_submission(args.folder)
     params = f", params sha256 {sub.params_sha256[:12]}" if sub.params_sha256 else ""
-    print(f"ok: {sub.name} by {sub.author}, boards {', '.join(sub.boards)}, hooks {', '.join(sub.hooks)}, "
-          f"code sha256 {sub.code_sha256[:12]}{params}")
+    print(safe_text(f"ok: {sub.name} by {sub.author}, boards {', '.join(sub.boards)}, hooks {', '.join(sub.hooks)}, "
+                    f"code sha256 {sub.code_sha256[:12]}{params}", None))  # the author is the submitter's text
     return 0
 
 
@@ -112,11 +114,23 @@ def _cmd_dev(args: argparse.Namespace) -> int:
             print(f"failed: baseline {name}: {reason} (left out of the comparison)", file=sys.stderr)
     else:
         report = arena.dev(args.board, contender)
+    if args.json:  # one JSON object: the scores as records (pandas.json_normalize(obj["scores"]))
+        print(json.dumps(_as_json(report)))
+        return 0
     print(f"board {args.board} (dev items; {arena.boards[args.board].label})")
     print(report["scores"].round(3).to_string())
     print(f"gain over the best baseline ({report['best_baseline']}): {report['gain']}; "
           f"eligible: {report['eligible']} ({report['eligibility']}); excluded tasks: {report['excluded_tasks'] or 'none'}")
     return 0
+
+
+def _as_json(result) -> dict:
+    """A ``DevReport``/``Entry``/``Rejection`` (or the Ray path's dict) as plain JSON values."""
+    if hasattr(result, "as_dict"):
+        return result.as_dict()
+    from ..arena.results import DevReport
+
+    return DevReport(**{k: v for k, v in result.items()}).as_dict()
 
 
 def _secret(args: argparse.Namespace):
@@ -152,11 +166,17 @@ def _sandbox_limits(args: argparse.Namespace) -> dict:
 
 
 def _cmd_submit(args: argparse.Namespace) -> int:
+    from ..util.terminal_text import safe_text
+
     arena = _arena(args)
     arena.board(args.board)
     entry = arena.submit(args.folder, args.board, _secret(args), args.round, rule=args.rule, **_sandbox_limits(args))
+    if args.json:  # one JSON object, the entry (or the rejection) as the ledger recorded it
+        print(json.dumps(_as_json(entry)))
+        return 1 if entry.get("rejected") else 0
     if entry.get("rejected"):
-        print(f"rejected ({entry['kind']}): {entry['message']} (recorded in the ledger)", file=sys.stderr)
+        print(safe_text(f"rejected ({entry['kind']}): {entry['message']} (recorded in the ledger)", None),
+              file=sys.stderr)
         return 1
     print(f"{entry['name']} on {args.board}: overall {entry['overall']:.3f} [{entry['lo']:.3f}, {entry['hi']:.3f}], "
           f"gain over {entry['best_before']} {entry['gain']:+.3f} [{entry['gain_lo']:+.3f}, {entry['gain_hi']:+.3f}]; "
@@ -167,17 +187,23 @@ def _cmd_submit(args: argparse.Namespace) -> int:
 def _cmd_leaderboard(args: argparse.Namespace) -> int:
     from ..arena.scoring import leaderboard
     from ..arena.scoring.verify import trusted_events
+    from ..util.terminal_text import safe_table
 
     arena = _arena(args)
     events, check = trusted_events(arena.ledger, args.head, _pin(args))  # an unsigned ledger is refused
     print(f"ledger: {check.shown} ({check.events} events, key {check.fingerprint})", file=sys.stderr)
     table = leaderboard.leaderboard(events, args.board, units=leaderboard.units_loader(arena.root))
+    if args.json:  # one JSON object per entry and line: pandas.read_json(..., lines=True)
+        if not table.empty:
+            print(table.to_json(orient="records", lines=True, date_format="iso"))
+        return 0
     if table.empty:
         print(f"no entries yet in {arena.root / 'ledger.jsonl'}; run `cachecraft arena baselines` first")
         return 0
-    print(table.drop(columns=["time"]).round(3).to_string(index=False))
+    print(safe_table(table.drop(columns=["time"]).round(3)).to_string(index=False))  # names, authors: submitters'
     if args.out:
-        for path in leaderboard.write(events, args.out, label=next(iter(arena.boards.values())).label):
+        for path in leaderboard.write(events, args.out, label=next(iter(arena.boards.values())).label,
+                                      units=leaderboard.units_loader(arena.root)):
             print(f"wrote {path}")
         print(f"wrote {arena.ledger.publish_head(args.out)} (publish it with the leaderboard: `cachecraft arena "
               "verify --head` checks the ledger against it)")
@@ -240,7 +266,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     def verb(name: str, func, help_: str) -> argparse.ArgumentParser:
         p = verbs.add_parser(name, help=help_, description=help_)
-        p.add_argument("--profile", default="cpu", choices=sorted(PROFILES))
+        p.add_argument("--profile", default="cpu", choices=sorted(PROFILES),
+                       help="the profile whose boards and model to use (default cpu)")
         p.add_argument("--root", help="arena folder: ledger and results (default data/results/arena/<profile>)")
         p.set_defaults(func=_guard(func))
         return p
@@ -251,15 +278,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     verb("boards", _cmd_boards, "show the profile's boards: budgets, items, baselines, weights, limits")
     verb("check", _cmd_check, "check a submission folder (method.py, DESCRIPTION.md, metadata, params.npz) "
                               "and list the hooks it uses").add_argument(
-        "folder")
+        "folder", help="the submission folder")
     p = verb("dev", _cmd_dev, "evaluate a submission (or baseline:NAME) on the public dev items, unlimited")
     p.add_argument("folder", help="submission folder, or baseline:NAME for a trusted baseline")
     p.add_argument("--board", required=True, help=BOARD_HELP)
     p.add_argument("--allow-weak-sandbox", action="store_true",
                    help="run even where the sandbox cannot set up its OS boundary (weaker)")
+    p.add_argument("--json", action="store_true", help="print one JSON object (scores as records, the gain as "
+                                                      "point/lo/hi) instead of text")
     _ray_options(p)
     p = verb("submit", _cmd_submit, "official submission: hidden test items, gate, points, ledger")
-    p.add_argument("folder")
+    p.add_argument("folder", help="the submission folder (method.py, DESCRIPTION.md, metadata.yaml)")
+    p.add_argument("--json", action="store_true", help="print the entry (or the rejection) as one JSON object")
     p.add_argument("--board", required=True, help=BOARD_HELP)
     _round_options(p)
     p.add_argument("--rule", default="frozen_bar", choices=("frozen_bar", "post"), help="points rule")
@@ -273,6 +303,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                               "or tampered ledger)")
     p.add_argument("--board", help=BOARD_HELP + " (default: every board)")
     p.add_argument("--out", help="also write CSV/Markdown/LaTeX and the figure into this folder")
+    p.add_argument("--json", action="store_true", help="print one JSON object per entry and line (for "
+                                                      "pandas.read_json(lines=True)) instead of the table")
     _pin_options(p)
     from .arena_calibrate import add_calibrate_verb
 

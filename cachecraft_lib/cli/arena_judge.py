@@ -80,6 +80,7 @@ def _judge(args: argparse.Namespace) -> int:
     from ..arena.judges import load_bundle, review
     from ..arena.judges.bundle import BundleError, save_dev_report
     from ..arena.submissions.metadata import read_metadata
+    from ..util.terminal_text import safe_text
 
     folder = Path(args.folder)
     if not (folder / "metadata.yaml").is_file():
@@ -117,7 +118,8 @@ def _judge(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.as_dict(), indent=1, default=str))
     else:
-        print(f"{bundle.name} by {bundle.author} on board {board}, judge {result.judge}: novelty {result.novelty}/5, "
+        print(f"{safe_text(bundle.name)} by {safe_text(bundle.author)} on board {board}, judge {result.judge}: "
+              f"novelty {result.novelty}/5, "
               f"effectiveness {result.effectiveness}/5, soundness {result.soundness}/3, flags: "
               f"{', '.join(result.flags) or 'none'}")
         for note in result.notes:

@@ -11,6 +11,7 @@ so nothing in the text acts on the terminal and nothing is hidden, and bounds th
 from __future__ import annotations
 
 import unicodedata
+from typing import Any
 
 HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})  # controls, format, unassigned, lines
 # Letters and marks that draw nothing (Hangul fillers, Khmer vowels, Mongolian selectors, the grapheme joiner)
@@ -51,7 +52,13 @@ def safe_text(text: object, limit: int | None = DEFAULT_LIMIT) -> str:
     return joined
 
 
-def safe_lines(text: object, limit: int | None = None) -> str:
-    """Like ``safe_text`` but keeps line breaks (``\\n``): each line made safe on its own."""
-    lines = str(text).split("\n")
-    return "\n".join(safe_text(line, limit) for line in lines)
+def safe_table(table: Any, limit: int | None = DEFAULT_LIMIT) -> Any:
+    """A copy of a pandas ``table`` with every text cell (and text index label) made safe by ``safe_text``:
+    a leaderboard's names and authors come from submissions."""
+    def cell(value: object) -> object:
+        return safe_text(value, limit) if isinstance(value, str) else value
+
+    out = table.map(cell)
+    out.index = out.index.map(cell)
+    out.columns = out.columns.map(cell)
+    return out

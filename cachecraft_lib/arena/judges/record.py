@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...util.terminal_text import safe_text
 from ..scoring.ledger import Ledger
 from .bundle import Bundle
 from .review import Review
@@ -29,7 +30,8 @@ def record_review(ledger: Ledger, review: Review, bundle: Bundle, board: str, ro
     """Append ``review`` of ``bundle``'s entry on ``board`` to ``ledger``; returns the event as written."""
     review.checked()
     before = entry_points(ledger.events(), board, bundle.name)
-    payload = {"board": board, "name": bundle.name, "author": bundle.author, "round": round_,
+    payload = {"board": board, "name": safe_text(bundle.name, 64), "author": safe_text(bundle.author),
+               "round": round_,
                "code_sha256": bundle.code_sha256, "judge": review.judge, "novelty": review.novelty,
                "effectiveness": review.effectiveness, "soundness": review.soundness, "flags": list(review.flags),
                "notes": list(review.notes), "points_before": round(before, 6),

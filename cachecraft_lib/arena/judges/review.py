@@ -2,7 +2,10 @@
 
 The post's judges scored novelty (0-5), effectiveness (0-5) and soundness (0-3) and could raise five flags;
 a flag zeroes the submission's points (``points.py``). ``Review.checked`` refuses anything outside those
-ranges or names, so no judge (rule or LLM) can record a score the rules do not know.
+ranges or names, so no judge (rule or LLM) can record a score the rules do not know. Notes quote what a
+submission holds (a sentence of its DESCRIPTION, its error text) or what an LLM wrote after reading it, so each
+note is made safe once, here (``util.terminal_text.safe_text``, at most ``NOTE_MAX`` characters), before it
+reaches a terminal, the ledger or a page.
 """
 
 from __future__ import annotations
@@ -10,12 +13,15 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ...util.terminal_text import safe_text
+
 POST_FLAGS = ("MISSTATED_METHOD", "UNDISCLOSED_PRIOR_ART", "FABRICATED_EVIDENCE", "RULE_VIOLATION",
               "MISSING_ATTRIBUTION")
 # raised by the rule judge only (it runs the method): failing on the judge's inputs is itself suspicious
 RUN_FLAGS = ("CRASHED_ON_JUDGE_INPUTS",)
 FLAGS = POST_FLAGS + RUN_FLAGS
 RANGES = {"novelty": (0, 5), "effectiveness": (0, 5), "soundness": (0, 3)}
+NOTE_MAX = 1000
 
 
 class ReviewError(ValueError):
@@ -33,6 +39,9 @@ class Review:
     notes: tuple[str, ...] = ()
     judge: str = ""
     details: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "notes", tuple(safe_text(n, NOTE_MAX) for n in self.notes))
 
     @property
     def flagged(self) -> bool:

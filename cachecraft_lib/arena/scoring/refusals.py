@@ -13,6 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ...util.terminal_text import safe_text
+
 ORGANISER_LOG = "organiser.log"
 TEST_REFUSAL = ("refused on the hidden test items ({kind}); the method's own message is kept in the organiser's "
                 "private log (run `cachecraft arena dev` to see it on the dev items)")
@@ -20,9 +22,9 @@ PUBLIC_MESSAGE_MAX, PRIVATE_MESSAGE_MAX = 600, 2000
 
 
 def bounded(text: str, limit: int = PUBLIC_MESSAGE_MAX) -> str:
-    """At most ``limit`` printable characters (control characters escaped)."""
-    text = "".join(ch if ch.isprintable() else f"\\x{ord(ch):02x}" for ch in str(text)[: limit * 2])
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    """At most ``limit`` characters, every control, format or invisible character shown escaped
+    (``util.terminal_text.safe_text``, the one function for text from a submission)."""
+    return safe_text(text, limit)
 
 
 def shown_name(folder: str | Path) -> str:
