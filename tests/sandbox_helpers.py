@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import os
 import socket
@@ -11,7 +12,8 @@ from pathlib import Path
 from test_arena_core_submission import BUDGET, layer_arrays  # noqa: F401  (the arena tests' layer)
 
 from cachecraft_lib.arena.submissions.folder import Submission
-from cachecraft_lib.arena.submissions.sandbox import Limits, MethodSandbox
+from cachecraft_lib.arena.submissions.sandbox import MethodSandbox
+from cachecraft_lib.sandbox import Limits
 
 HOSTILE = Path(__file__).parent / "assets" / "hostile"
 SCALARS = {"budget": BUDGET, "layer": 0, "n_layers": 1, "compression_ratio": 0.75}
@@ -36,21 +38,45 @@ def method_box(folder: Path, name: str, limits: Limits | None = None, **fill: ob
     return MethodSandbox(submission(folder, source), limits or Limits(timeout_s=5.0, memory_mb=256))
 
 
-def cgroup_names(box: object) -> list[str]:
-    """The names of a running sandbox's cgroups (to look for what is left of it afterwards)."""
+@dataclasses.dataclass
+class Trace:
+    """What identifies a running sandbox's processes: its cgroups' names and its process tree's pids."""
+
+    names: list[str]
+    pids: list[int]
+
+
+def cgroup_names(box: object) -> Trace:
+    """A running sandbox's cgroups and processes (to look for what is left of it afterwards)."""
     inner = box._box if hasattr(box, "_box") else box
     cg = inner.process.cgroup if inner.process is not None else None
-    return sorted({f.name for f in cg.folders.values()}) if cg is not None else []
+    names = sorted({f.name for f in cg.folders.values()}) if cg is not None else []
+    return Trace(names, inner.pids())
 
 
-def processes_in(names: list[str]) -> list[int]:
-    """Live processes in any cgroup named ``names`` (nothing of a closed sandbox may be left)."""
-    found = []
+def processes_in(trace: Trace) -> list[int]:
+    """Live processes of a closed sandbox (in its cgroups, or of its tree): none may be left."""
+    found = [pid for pid in trace.pids if os.path.exists(f"/proc/{pid}") and not _zombie(pid)]
     for pid in filter(str.isdigit, os.listdir("/proc")):
         with contextlib.suppress(OSError):
-            if any(n in Path(f"/proc/{pid}/cgroup").read_text() for n in names):
+            if trace.names and any(n in Path(f"/proc/{pid}/cgroup").read_text() for n in trace.names):
                 found.append(int(pid))
     return found
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in "ZX"
+    except (OSError, IndexError):
+        return True
+
+
+def expected_boundary() -> str:
+    """The whole boundary this machine should give (CI forces the no-cgroup mode with its variable)."""
+    from cachecraft_lib.sandbox import boundary, cgroup_mode
+
+    kind = cgroup_mode.detect().kind
+    return {"v1": boundary.FULL, "v2": boundary.FULL_V2, "scope": boundary.FULL_V2}.get(kind, boundary.NO_CGROUP)
 
 
 @contextlib.contextmanager

@@ -1,22 +1,25 @@
-"""Where untrusted code runs: bubblewrap's namespaces + a seccomp filter + a cgroup, or nothing (fail closed).
+"""Where untrusted code runs: bubblewrap's namespaces + a default-deny seccomp filter + a cgroup where one can be
+had, or nothing (fail closed).
 
-``plan(allow_weak)`` checks the three parts once per process and returns a ``Boundary`` that builds each
-sandbox's command. The full boundary (``"bwrap+seccomp+cgroup"``): Debian's ``bwrap`` puts the child in new
-user, PID, mount, network, IPC, UTS and cgroup namespaces, in a new session, as uid/gid 65534, killed with
-its parent, with a filesystem of only the interpreter, numpy and the child's own files (read-only), its own
-``/proc`` mounted read-only (run as root, the sandbox's uid is root outside: a writable ``/proc`` would let it set
-host-global sysctls), no capabilities, a minimal ``/dev``, no environment but a few thread settings; ``seccomp`` filters its system
-calls; ``cgroup`` caps memory and processes of the whole sandbox. Where a part is missing, ``plan`` raises
-``BoundaryUnavailable`` saying what is missing and how to install it, unless the caller opted in with
-``allow_weak`` (or ``CACHECRAFT_ALLOW_WEAK_SANDBOX=1``): then the child runs with what is there, and
-``Boundary.name`` says ``"weak: ..."`` so the caller can record it.
+``plan(allow_weak)`` checks the parts once per process and returns a ``Boundary`` that builds each sandbox's
+launch (``bwrap.py``: namespaces, neutral paths, no ``/proc``, a uid outside that is never root). Its
+``name`` says the mode:
+
+- ``FULL`` ("bwrap+seccomp+cgroup", cgroup v1) or ``FULL_V2`` ("bwrap+seccomp+cgroup2", a delegated cgroup
+  v2 folder or a systemd scope): memory, tasks and CPU of the whole sandbox are the cgroup's;
+- ``NO_CGROUP`` ("bwrap+seccomp+rlimits"): no cgroup can be had (or ``CACHECRAFT_SANDBOX_NO_CGROUP=1``), and
+  the sandbox is still whole: the filter refuses new processes (it does in every mode), so the limits the
+  runtime sets on its one process (RLIMIT_AS, RLIMIT_CPU, RLIMIT_NPROC) bound all of it;
+- ``"weak: ..."``: bubblewrap, the filter, or (as root) the drop to an unprivileged uid is missing. Nothing
+  runs then (``BoundaryUnavailable`` says what is missing and how to get it; ``cachecraft doctor`` says the
+  same) unless the caller opted in (``allow_weak``, ``--allow-weak-sandbox`` or ``CACHECRAFT_ALLOW_WEAK_SANDBOX=1``,
+  recorded with every result by the name).
 """
 
 from __future__ import annotations
 
 import functools
 import os
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -24,14 +27,18 @@ from pathlib import Path
 
 import numpy as np
 
-from . import cgroup, seccomp
+from . import bwrap, seccomp
+from .cgroup_mode import NO_CGROUP_ENV, CgroupMode, detect
 
 RUNTIME = Path(__file__).with_name("runtime")
-FULL = "bwrap+seccomp+cgroup"
+FULL, FULL_V2, NO_CGROUP = "bwrap+seccomp+cgroup", "bwrap+seccomp+cgroup2", "bwrap+seccomp+rlimits"
+WHOLE = (FULL, FULL_V2, NO_CGROUP)
 WEAK_ENV = "CACHECRAFT_ALLOW_WEAK_SANDBOX"
-CHILD_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
-SYSTEM_LIBS = ("/lib", "/lib64", "/lib32", "/usr/lib", "/usr/lib64", "/usr/lib32")
-INSTALL_BWRAP = "install it with `apt-get install -y bubblewrap` (or `make install` as root)"
+CHILD_ENV = bwrap.CHILD_ENV
+INSTALL_BWRAP = ("install it with `apt-get install -y bubblewrap` (or `make install` as root), or point "
+                 f"{bwrap.BWRAP_ENV} at a bubblewrap binary")
+PROBE = "import sys; sys.path[:0] = sys.argv[1:]; import frames; print(open('/proc/self/statm').read().split()[0])"
+__all__ = ["FULL", "FULL_V2", "NO_CGROUP", "NO_CGROUP_ENV", "WHOLE", "Boundary", "BoundaryUnavailable", "plan"]
 
 
 class BoundaryUnavailable(RuntimeError):
@@ -42,56 +49,70 @@ def weak_allowed(allow_weak: bool = False) -> bool:
     return allow_weak or os.environ.get(WEAK_ENV, "") not in ("", "0")
 
 
+def is_whole(name: str) -> bool:
+    return name in WHOLE
+
+
 @functools.lru_cache(maxsize=1)
-def _bwrap_missing() -> str | None:
-    """Why bubblewrap cannot make the sandbox's namespaces here (None when it can); tried once."""
-    exe = shutil.which("bwrap")
+def _probe() -> tuple[str | None, int]:
+    """(why bubblewrap cannot run the sandbox here or None, the runtime's address space in bytes once numpy is
+    imported: the base of its RLIMIT_AS, since the sandbox has no ``/proc`` to read it from); tried once."""
+    exe = bwrap.find()
     if exe is None:
-        return f"no bubblewrap (`bwrap` is not on PATH); {INSTALL_BWRAP}"
-    probe = [exe, *_namespace_args(), *_bind_args(()), "--", _interpreter()[0], "-I", "-S", "-c", "pass"]
+        return f"no bubblewrap (`bwrap` is not on PATH); {INSTALL_BWRAP}", 0
+    uid = bwrap.outside_uid()
     try:
-        done = subprocess.run(probe, capture_output=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired) as err:
-        return f"bubblewrap did not run ({type(err).__name__}: {err})"
+        if uid is not None:
+            bwrap.prepare_stage()
+        inside, _ = bwrap.interpreter()
+        spec = bwrap.launch(exe, _mounts(()), [inside, "-I", "-S", "-c", PROBE, "/sandbox/runtime", "/sandbox/site"],
+                            None, None, uid)
+        argv = list(spec.argv)
+        at = argv.index("--remount-ro")
+        argv[at:at] = ["--proc", "/proc"]  # the probe alone (trusted code) reads its own statm
+        done = subprocess.run(argv, capture_output=True, timeout=60, env=spec.env, preexec_fn=spec.preexec, cwd="/")
+    except (OSError, subprocess.SubprocessError) as err:
+        return f"bubblewrap did not run ({type(err).__name__}: {err})", 0
     if done.returncode != 0:
         why = done.stderr.decode(errors="replace").strip()[:300]
-        return (f"bubblewrap cannot create the sandbox's namespaces here ({why}); user namespaces must be "
-                "allowed (sysctl kernel.unprivileged_userns_clone=1, or run as root)")
-    return None
+        who = f" as uid {uid}" if uid is not None else ""
+        return (f"bubblewrap cannot create the sandbox's namespaces{who} here ({why}); unprivileged user "
+                "namespaces must be allowed (sysctl kernel.unprivileged_userns_clone=1 or user.max_user_namespaces"
+                " > 0; on Ubuntu 24.04 an AppArmor profile for bwrap)"), 0
+    return None, int(done.stdout.split()[0]) * os.sysconf("SC_PAGE_SIZE")
 
 
 def missing_parts() -> dict[str, str]:
-    """What is missing, by part (empty: the full boundary can be built)."""
-    checks = {"seccomp": seccomp.missing(), "cgroup": cgroup.missing(), "bwrap": _bwrap_missing()}
+    """What is missing for a whole boundary, by part (empty: one can be built; the cgroup is not a part)."""
+    checks = {"seccomp": seccomp.missing(), "bwrap": _probe()[0]}
     return {part: why for part, why in checks.items() if why}
 
 
 @dataclass(frozen=True)
 class Boundary:
-    """The parts in use (``name``: ``"bwrap+seccomp+cgroup"`` or ``"weak: ..."``); builds commands."""
+    """The parts in use and the cgroup mode; ``name`` says which boundary (module doc); builds launches."""
 
     bwrap: bool
     seccomp: bool
-    cgroup: bool
+    cgroup: CgroupMode = field(default_factory=lambda: CgroupMode(None))
     missing: dict[str, str] = field(default_factory=dict)
+    vm_bytes: int = 0  # the runtime's address space with numpy loaded (the probe's)
 
     @property
     def name(self) -> str:
         if not self.missing:
-            return FULL
-        kept = "+".join(p for p in ("bwrap", "seccomp", "cgroup") if getattr(self, p)) or "process only"
-        return f"weak: {kept}; missing {', '.join(sorted(self.missing))}"
+            return {"v1": FULL, "v2": FULL_V2, "scope": FULL_V2}.get(self.cgroup.kind, NO_CGROUP)
+        kept = [p for p in ("bwrap", "seccomp") if getattr(self, p)] + (["cgroup"] if self.cgroup.kind else [])
+        return f"weak: {'+'.join(kept) or 'process only'}; missing {', '.join(sorted(self.missing))}"
 
-    def command(self, files: tuple[Path, ...], seccomp_fd: int | None) -> list[str]:
-        """The argv that runs the child runtime with ``files`` importable (by their names)."""
-        python_in, python_here = _interpreter()
+    def launch(self, files: tuple[Path, ...], seccomp_fd: int | None, enter=None) -> bwrap.Launch:
+        """How to run the child runtime with ``files`` importable (by their names); ``enter`` joins the cgroup."""
+        inside, here = bwrap.interpreter()
         if not self.bwrap:
             paths = [str(RUNTIME), *dict.fromkeys(str(p.parent) for p in files), str(_numpy_dirs()[0].parent)]
-            return [python_here, "-I", "-S", str(RUNTIME / "serve.py"), *paths]
-        argv = [shutil.which("bwrap"), *_namespace_args(), *_bind_args(files)]
-        if seccomp_fd is not None:
-            argv += ["--seccomp", str(seccomp_fd)]
-        return [*argv, "--", python_in, "-I", "-S", "/sandbox/runtime/serve.py", "/sandbox/runtime", "/sandbox/site"]
+            return bwrap.Launch([here, "-I", "-S", str(RUNTIME / "serve.py"), *paths], dict(CHILD_ENV), enter)
+        tail = [inside, "-I", "-S", "/sandbox/runtime/serve.py", "/sandbox/runtime", "/sandbox/site"]
+        return bwrap.launch(bwrap.find(), _mounts(files), tail, enter, seccomp_fd, bwrap.outside_uid())
 
 
 def plan(allow_weak: bool = False) -> Boundary:
@@ -101,43 +122,17 @@ def plan(allow_weak: bool = False) -> Boundary:
         lines = "\n".join(f"  - {part}: {why}" for part, why in sorted(missing.items()))
         raise BoundaryUnavailable(
             "the sandbox for untrusted code cannot be set up, so nothing was run:\n"
-            f"{lines}\nInstall what is missing (`make install` as root installs bubblewrap and pyseccomp), or "
-            f"accept a weaker boundary explicitly with Limits(allow_weak=True) / {WEAK_ENV}=1 (recorded).")
-    return Boundary(bwrap="bwrap" not in missing, seccomp="seccomp" not in missing, cgroup="cgroup" not in missing,
-                    missing=missing)
+            f"{lines}\nRun `cachecraft doctor` to see what this machine gives and what to install. To run anyway "
+            f"behind a weaker boundary (recorded with every result), pass --allow-weak-sandbox or set {WEAK_ENV}=1.")
+    return Boundary(bwrap="bwrap" not in missing, seccomp="seccomp" not in missing, cgroup=detect(),
+                    missing=missing, vm_bytes=_probe()[1] if "bwrap" not in missing else 0)
 
 
-def _namespace_args() -> list[str]:
-    return ["--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session", "--uid", "65534",
-            "--gid", "65534", "--hostname", "sandbox", "--clearenv",
-            *[a for k, v in CHILD_ENV.items() for a in ("--setenv", k, v)],
-            "--cap-drop", "ALL", "--proc", "/proc", "--remount-ro", "/proc", "--dev", "/dev", "--chdir", "/"]
-
-
-def _bind_args(files: tuple[Path, ...]) -> list[str]:
-    """Read-only binds: system libraries, the interpreter's prefix, numpy, the runtime and ``files``."""
-    args: list[str] = []
-    for path in SYSTEM_LIBS:
-        if os.path.islink(path):
-            args += ["--symlink", os.readlink(path), path]
-        elif os.path.isdir(path):
-            args += ["--ro-bind", path, path]
-    args += ["--ro-bind", sys.base_prefix, "/sandbox/python", "--ro-bind", str(RUNTIME), "/sandbox/runtime"]
-    for folder in _numpy_dirs():
-        args += ["--ro-bind", str(folder), f"/sandbox/site/{folder.name}"]
-    for path in files:
-        args += ["--ro-bind", str(path), f"/sandbox/site/{path.name}"]
-    return args
-
-
-@functools.lru_cache(maxsize=1)
-def _interpreter() -> tuple[str, str]:
-    """This interpreter's path inside the sandbox (under ``/sandbox/python``) and here."""
-    real = os.path.realpath(sys.executable)
-    inside = os.path.relpath(real, os.path.realpath(sys.base_prefix))
-    if inside.startswith(".."):
-        raise BoundaryUnavailable(f"the interpreter {real} is not under its prefix {sys.base_prefix}")
-    return f"/sandbox/python/{inside}", real
+def _mounts(files: tuple[Path, ...]) -> list[tuple[Path, str]]:
+    """(host path, path under /sandbox): the interpreter's prefix, the runtime, numpy and ``files``."""
+    mounts = [(Path(os.path.realpath(sys.base_prefix)), "python"), (RUNTIME, "runtime")]
+    mounts += [(folder, f"site/{folder.name}") for folder in _numpy_dirs()]
+    return mounts + [(Path(path), f"site/{Path(path).name}") for path in files]
 
 
 def _numpy_dirs() -> list[Path]:

@@ -2,30 +2,34 @@
 
 The arena's ``MethodSandbox`` and the search's ``Sandbox`` are thin layers on ``Box``: they name the child
 layer (a module run by ``runtime/serve.py`` inside the sandbox), build request frames and check replies.
-``Box`` owns what both need: the boundary (``boundary.plan``: fails closed), the cgroup (memory and
-processes of the whole sandbox), the seccomp filters, the CPU limit per request, the wall-clock budget of
-the whole evaluation (``wall_s``, summed over the sandbox's life), the check after every reply that the
-sandbox is still one process within its memory, and the kill of everything at the end.
+``Box`` owns what both need: the boundary (``boundary.plan``: fails closed), the cgroup where there is one
+(memory and tasks of the whole sandbox), the seccomp filters, the per-process limits the runtime sets on
+itself (address space, CPU over its life, tasks: without a cgroup they bound the whole sandbox, which is one
+process), the CPU limit per request, the wall-clock budget of the whole evaluation (``wall_s``, summed over
+the sandbox's life, writes included), the check after every reply that the sandbox still holds only its own
+tasks within its memory, and the kill of everything at the end. ``Limits`` is the one set of limits every
+caller passes.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from . import boundary as boundary_
-from . import seccomp
-from .cgroup import CGroup
+from . import cgroup2, seccomp
 from .runtime import frames
 from .watch import Failure, Process
 
 STARTUP_MB = 96  # the interpreter and numpy, on top of the caller's memory cap (cgroup)
-MAX_PIDS = 16  # bubblewrap's two processes, the interpreter, and the forks the method tries
+MAX_PIDS = 16  # bubblewrap's two processes, the interpreter, and the threads the method tries
 RUNTIME_TASKS = {True: 3, False: 1}  # tasks of a loaded sandbox (bwrap or not): bwrap's two, the interpreter
 WALL_FACTOR, WALL_MIN_S = 20, 120.0  # per-request wall-clock backstop: max(WALL_MIN_S, WALL_FACTOR * cpu_s)
 
@@ -40,21 +44,31 @@ class WallBudget:
 
 
 @dataclass(frozen=True)
-class BoxLimits:
-    """CPU seconds per request, memory (MB beyond the start), seconds to load, wall seconds per evaluation."""
+class Limits:
+    """What sandboxed code may use: CPU seconds per call (``timeout_s``), memory (MB beyond its start, whole
+    sandbox), seconds to load, wall seconds per evaluation, bytes of one reply; ``allow_weak`` runs it behind
+    less than a whole boundary (``boundary``; recorded by name)."""
 
-    cpu_s: float = 10.0
+    timeout_s: float = 10.0
     memory_mb: int = 1024
     load_s: float = 30.0
     wall_s: float = 3600.0
     allow_weak: bool = False
     max_payload: int = 64 << 20  # bytes of one reply (an answer is a few MB at most)
 
+    @classmethod
+    def of(cls, **limits: Any) -> Limits:
+        names = [f.name for f in fields(cls)]
+        unknown = set(limits) - set(names)
+        if unknown:
+            raise TypeError(f"unknown sandbox limits {sorted(unknown)}; limits: {', '.join(names)}")
+        return cls(**limits)
+
 
 class Box:
     """A child running ``layer`` (files importable inside the sandbox) under ``limits``."""
 
-    def __init__(self, layer_files: tuple[Path, ...], limits: BoxLimits, budget: WallBudget | None = None) -> None:
+    def __init__(self, layer_files: tuple[Path, ...], limits: Limits, budget: WallBudget | None = None) -> None:
         self.files, self.limits = layer_files, limits
         self.budget = budget if budget is not None else WallBudget(limits.wall_s)
         self.process: Process | None = None
@@ -71,11 +85,11 @@ class Box:
         return self.process is not None and self.process.alive
 
     def pids(self) -> list[int]:
-        """Every process of the sandbox (its cgroup's; without one, the child's)."""
+        """Every process of the sandbox (its cgroup's; without one, the child's tree)."""
         if self.process is None:
             return []
         cg = self.process.cgroup
-        return cg.pids() if cg is not None else [self.process.proc.pid]
+        return cg.pids() if cg is not None else self.process.tree()
 
     @property
     def boundary_name(self) -> str:
@@ -93,40 +107,59 @@ class Box:
         sandbox: bubblewrap's --die-with-parent follows the thread that started it."""
         extra = dict(arrays or {})
         self.close()
+        self.process = self._spawn()
+        run_filter = np.frombuffer(seccomp.compile_filter(deny_exec=True), np.uint8) if self.boundary.seccomp else None
+        arrays = {**extra, **({"seccomp": run_filter} if run_filter is not None else {})}
+        setup = {**setup, "layer": "child", "seccomp": run_filter is not None, **self._rlimits(text, arrays)}
+        self._cpu_mark = None
+        self._pending_load = self.send({"setup": setup}, arrays, text, self.limits.load_s, what="loading")
+
+    def _spawn(self) -> Process:
+        """The child behind the boundary, in a fresh cgroup where there is one (``BoundaryUnavailable`` if not)."""
         plan, cg, fd = self.boundary, None, None
+        memory, unit = (self.limits.memory_mb + STARTUP_MB) << 20, None
         try:
-            if plan.cgroup:
-                cg = CGroup((self.limits.memory_mb + STARTUP_MB) << 20, MAX_PIDS)
+            cg = plan.cgroup.make(memory, MAX_PIDS)
             if plan.seccomp and plan.bwrap:
                 fd = _bpf_fd(seccomp.compile_filter(deny_exec=False))
-            argv = plan.command(self.files, fd)
-            self.process = Process(argv, cg, (fd,) if fd is not None else (), env=dict(boundary_.CHILD_ENV))
-        except OSError as err:
+            enter = cg.enter if cg is not None and plan.cgroup.kind != "scope" else None
+            spec = plan.launch(self.files, fd, enter)
+            argv = spec.argv
+            if plan.cgroup.kind == "scope":
+                unit, argv = cgroup2.scope_command(argv, memory, MAX_PIDS)
+            process = Process(argv, cg, (fd,) if fd is not None else (), env=spec.env, preexec=spec.preexec)
+            if unit is not None:
+                cg.attach(process.proc.pid, unit)
+            return process
+        except (OSError, ValueError) as err:
             if cg is not None:
                 cg.kill()
             raise boundary_.BoundaryUnavailable(f"the sandbox could not start: {err}") from err
         finally:
             if fd is not None:
                 os.close(fd)
-        run_filter = np.frombuffer(seccomp.compile_filter(deny_exec=True), np.uint8) if plan.seccomp else None
-        setup = {**setup, "layer": "child", "memory_mb": self.limits.memory_mb, "seccomp": run_filter is not None}
-        arrays = {**extra, **({"seccomp": run_filter} if run_filter is not None else {})}
-        self._cpu_mark = None
-        self._pending_load = self.send({"setup": setup}, arrays, text, self.limits.load_s, what="loading")
+
+    def _rlimits(self, text: str, arrays: dict[str, np.ndarray]) -> dict:
+        """The limits the runtime sets on itself: its address space (the probe's base when the sandbox has no
+        /proc, plus the load frame's own bytes, plus ``memory_mb``), its CPU over its whole life (the wall
+        budget's seconds: CPU burned between or after calls cannot run on) and its tasks."""
+        frame = len(text.encode()) + sum(a.nbytes for a in arrays.values())
+        base = self.boundary.vm_bytes + 2 * frame if self.boundary.vm_bytes else 0
+        return {"memory_mb": self.limits.memory_mb, "vm_base": base, "max_tasks": MAX_PIDS,
+                "cpu_life_s": math.ceil(self.limits.load_s + self.budget.total_s)}
 
     def loaded(self) -> dict:
         """The second half of ``start``: the load reply's header, once the child has loaded (``Failure`` if not)."""
         header, _, _ = self.receive(self._pending_load)
-        cg = self.process.cgroup
-        if cg is not None:
-            self._check_load_tasks(cg, RUNTIME_TASKS[self.boundary.bwrap])
+        self.process.settle()
+        self._check_load_tasks(RUNTIME_TASKS[self.boundary.bwrap])
         return header
 
-    def _check_load_tasks(self, cg: CGroup, expected: int) -> None:
+    def _check_load_tasks(self, expected: int) -> None:
         """The baseline is the runtime's own tasks: a process or thread the method left running while loading
         (it would burn CPU between calls, where no call's limit sees it) is refused."""
         self.baseline_pids = expected
-        extra = cg.n_processes() - expected
+        extra = self.process.tasks() - expected
         if extra > 0:
             self.close()
             raise Failure("process", f"loading: the method left {extra} process(es) or thread(s) running; a method "
@@ -138,35 +171,45 @@ class Box:
         return self.receive(self.send(header, arrays, text, cpu_s, what))
 
     def send(self, header: dict, arrays: dict[str, np.ndarray] | None = None, text: str = "",
-             cpu_s: float | None = None, what: str = "the call") -> tuple:
-        """Send one frame; what ``receive`` needs to read its reply within the call's limits."""
+             cpu_s: float | None = None, what: str = "the call") -> Pending:
+        """Send one frame within the call's limits (a child that stops reading is killed); what ``receive``
+        needs to read its reply within the rest of them."""
         if self.process is None or not self.process.alive:
             raise Failure("crash", "the sandbox is not running")
-        cpu_s = self.limits.cpu_s if cpu_s is None else cpu_s
+        cpu_s = self.limits.timeout_s if cpu_s is None else cpu_s
         left = self.budget.total_s - self.budget.used_s
         if left <= 0:
             self.close()
             raise self._spent()
         backstop = max(WALL_MIN_S, WALL_FACTOR * cpu_s)
-        cpu_s -= self._charge_gap(cpu_s, what)
-        self.process.send(frames.encode(header, arrays, text.encode()))
-        return cpu_s, backstop, left, what, time.monotonic(), self.process.cpu_seconds()
+        gap = self._charge_gap(cpu_s, what)
+        call = Pending(what, cpu_s, gap, min(backstop, left), left < backstop, time.monotonic(),
+                       self.process.cpu_seconds())
+        try:
+            self.process.send(frames.encode(header, arrays, text.encode()), cpu_s - gap, call.wall_s)
+        except Failure as err:
+            self.budget.used_s += time.monotonic() - call.start
+            raise self._limit_failure(err, call) from None
+        return call
 
-    def receive(self, pending: tuple) -> tuple[dict, str, dict[str, np.ndarray]]:
+    def receive(self, call: Pending) -> tuple[dict, str, dict[str, np.ndarray]]:
         """The reply to the frame ``send`` sent (header, text, arrays); ``Failure`` kills the sandbox."""
-        cpu_s, backstop, left, what, start, cpu0 = pending
         if self.process is None:
             raise Failure("crash", "the sandbox is not running")
+        spent = self.process.cpu_seconds()
+        spent = spent - call.cpu0 if None not in (spent, call.cpu0) else 0.0
         try:
-            reply, body = self.process.receive(cpu_s, min(backstop, left), self.limits.max_payload,
-                                               on_wall=lambda s: self._spent() if s < backstop else None)
+            reply, body = self.process.receive(call.cpu_s - call.gap - spent,
+                                               call.wall_s - (time.monotonic() - call.start), self.limits.max_payload)
+        except Failure as err:
+            raise self._limit_failure(err, call) from None
         finally:
-            self.budget.used_s += time.monotonic() - start
+            self.budget.used_s += time.monotonic() - call.start
         cpu1 = self.process.cpu_seconds()
-        if None not in (cpu0, cpu1):
-            self.cpu_used += cpu1 - cpu0
+        if None not in (call.cpu0, cpu1):
+            self.cpu_used += cpu1 - call.cpu0
         self._cpu_mark = cpu1
-        self._check_after(what)
+        self._check_after(call.what)
         try:
             text_back, arrays_back = frames.decode(reply, body)
         except (ValueError, TypeError) as err:
@@ -174,10 +217,20 @@ class Box:
             raise Failure("protocol", f"malformed reply from the sandbox: {err}") from None
         return reply, text_back, arrays_back
 
+    def _limit_failure(self, err: Failure, call: Pending) -> Failure:
+        """A spent limit said in the call's terms (the whole CPU limit, what went between calls, the budget)."""
+        if err.limit == "wall" and call.budget_bound:
+            return self._spent()
+        if err.limit == "cpu":
+            between = f" ({call.gap:.2f} s of it used between calls)" if call.gap > 0.01 else ""
+            return Failure("timeout", f"{call.what}: {err.message.replace('{}', f'{call.cpu_s:g}')}{between}")
+        if err.limit == "wall":
+            return Failure("timeout", f"{call.what}: {err.message.replace('{}', f'{call.wall_s:g}')}")
+        return err
+
     def _charge_gap(self, cpu_s: float, what: str) -> float:
         """CPU the sandbox used since its last reply (nothing of it should run then), charged to this call."""
-        now = self.process.cpu_seconds()
-        gap = now - self._cpu_mark if None not in (now, self._cpu_mark) else 0.0
+        gap = self._gap()
         self.cpu_used += gap
         if gap >= cpu_s:
             self.close()
@@ -185,28 +238,48 @@ class Box:
                                      f"{cpu_s:g} s a call may use: killed")
         return gap
 
+    def _gap(self) -> float:
+        now = self.process.cpu_seconds() if self.process is not None else None
+        return now - self._cpu_mark if None not in (now, self._cpu_mark) else 0.0
+
     def _spent(self) -> Failure:
         return Failure("timeout", f"the evaluation's wall-clock budget of {self.budget.total_s:g} s is spent: killed")
 
     def _check_after(self, what: str) -> None:
-        """Refuse a sandbox that hit its memory cap or left processes behind (cgroup only)."""
+        """Refuse a sandbox that hit its memory cap or left tasks behind (a thread still running after its reply
+        would burn CPU between calls)."""
         cg = self.process.cgroup
-        if cg is None:
-            return
-        if cg.oom_kills():
+        if cg is not None and cg.oom_kills():
             self.close()
             raise Failure("memory", f"{what}: the sandbox hit its memory cap of {self.limits.memory_mb} MB "
                                     "(the kernel killed one of its processes)")
-        extra = cg.n_processes() - self.baseline_pids if self.baseline_pids else 0
-        if extra > 0 or cg.pid_limit_hits():
+        extra = self.process.tasks() - self.baseline_pids if self.baseline_pids else 0
+        if extra > 0 or (cg is not None and cg.pid_limit_hits()):
             self.close()
-            raise Failure("process", f"{what}: the method started processes ({max(extra, 0)} still running; "
-                                     "a method may not start processes)")
+            raise Failure("process", f"{what}: the method started processes or threads ({max(extra, 0)} still "
+                                     "running; a method may not start processes or threads)")
 
     def close(self) -> None:
+        """Kill the sandbox; CPU it burned after its last reply is charged (``cpu_used``) first."""
         if self.process is not None:
+            self.cpu_used += self._gap()
             self.process.close()
             self.process = None
+
+
+@dataclass
+class Pending:
+    """One call between ``send`` and ``receive``: its CPU limit (``gap`` of it used before the call, between
+    calls), its wall limit (``budget_bound``: the evaluation's budget, not the call's backstop, set it), when it
+    started and the sandbox's CPU then."""
+
+    what: str
+    cpu_s: float
+    gap: float
+    wall_s: float
+    budget_bound: bool
+    start: float
+    cpu0: float | None
 
 
 def _bpf_fd(program: bytes) -> int:

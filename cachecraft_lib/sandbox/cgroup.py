@@ -1,4 +1,4 @@
-"""Limits for a whole sandbox, not one process: a cgroup (v1) for memory, process count and CPU time.
+"""Limits for a whole sandbox, not one process: a cgroup v1 for memory, process count and CPU time (v2: ``cgroup2``).
 
 RLIMIT_AS bounds one process, so a method that forks holds the cap twice; a cgroup charges every process
 of the sandbox together. One cgroup per sandbox is made under this process's own cgroup in each of the
@@ -40,7 +40,7 @@ def missing() -> str | None:
         folder = own_path(controller)
         if folder is None:
             return (f"no cgroup v1 '{controller}' hierarchy under {ROOT} (the sandbox needs the memory, pids and "
-                    "cpuacct controllers; cgroup v2-only machines are not supported yet)")
+                    "cpuacct controllers; a cgroup v2 machine uses cgroup2.py instead)")
         if not os.access(folder, os.W_OK):
             return f"{folder} is not writable (run as root, or delegate the cgroup to this user)"
     return None

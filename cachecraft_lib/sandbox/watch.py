@@ -1,9 +1,12 @@
 """The sandbox's process seen from the parent: start it, send frames, read one reply under a CPU and a wall limit.
 
-The CPU limit counts the sandbox's CPU time (its cgroup's ``cpuacct.usage``, every process it ran, or
-``/proc/<pid>/stat`` without a cgroup), out of the method's reach: a loaded machine never kills a valid
-method, a busy loop always is. The wall limit catches a child blocked without using CPU. Replies are read
-with ``frames.Reader`` (bounded); whatever goes wrong is a ``Failure`` with a kind, never another exception.
+The CPU limit counts the sandbox's CPU time (its cgroup's, every process it ran; without a cgroup, the host's
+``/proc/<pid>/stat`` of every process of its tree, which cannot grow: the filter refuses new processes),
+out of the method's reach: a loaded machine never kills a valid method, a busy loop always is. The wall
+limit catches a child blocked without using CPU. Writes are bounded the same way: a child that stops reading
+its requests (and burns CPU meanwhile) is killed when the call's CPU or wall limit is spent, never holds
+the harness in a write. Replies are read with ``frames.Reader`` (bounded); whatever goes wrong is a
+``Failure`` with a kind, never another exception.
 """
 
 from __future__ import annotations
@@ -14,59 +17,90 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable
+from typing import Any
 
-from .cgroup import CGroup
 from .runtime import frames
 
 
 class Failure(RuntimeError):
     """The sandboxed code failed or broke a rule: ``kind`` (timeout, memory, crash, protocol, process, ...)."""
 
-    def __init__(self, kind: str, message: str) -> None:
-        self.kind, self.message = kind, frames.clean_text(message)
+    def __init__(self, kind: str, message: str, limit: str | None = None) -> None:
+        self.kind, self.message, self.limit = kind, frames.clean_text(message), limit  # limit: "cpu" or "wall" spent
         super().__init__(f"{kind}: {self.message}")
 
 
 class Process:
     """One sandbox's process tree; ``close`` kills all of it (its process group and its cgroup)."""
 
-    def __init__(self, argv: list[str], cgroup: CGroup | None, pass_fds: tuple[int, ...] = (),
-                 env: dict[str, str] | None = None) -> None:
-        self.cgroup = cgroup
+    def __init__(self, argv: list[str], cgroup: Any = None, pass_fds: tuple[int, ...] = (),
+                 env: dict[str, str] | None = None, preexec: Callable[[], None] | None = None) -> None:
+        self.cgroup, self._tree = cgroup, None
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      env=env or {}, cwd="/", start_new_session=True, pass_fds=pass_fds,
-                                     preexec_fn=cgroup.enter if cgroup else None)
+                                     preexec_fn=preexec)
+        os.set_blocking(self.proc.stdin.fileno(), False)
 
     @property
     def alive(self) -> bool:
         return self.proc.poll() is None
 
+    def tree(self) -> list[int]:
+        """The process and its descendants (fixed once ``settle`` has seen the sandbox loaded)."""
+        return self._tree if self._tree is not None else descendants(self.proc.pid)
+
+    def settle(self) -> None:
+        """The sandbox is up: its tree can no longer grow (new processes are refused), so keep it."""
+        self._tree = descendants(self.proc.pid)
+
     def cpu_seconds(self) -> float | None:
-        return self.cgroup.cpu_seconds() if self.cgroup else proc_cpu_seconds(self.proc.pid)
+        if self.cgroup is not None:
+            return self.cgroup.cpu_seconds()
+        seconds = [proc_cpu_seconds(pid) for pid in self.tree()]
+        return sum(s for s in seconds if s is not None) if seconds else None
 
-    def send(self, data: bytes) -> None:
-        try:
-            frames.write_all(self.proc.stdin.fileno(), data)
-        except (BrokenPipeError, OSError):
-            raise self.death() from None
+    def tasks(self) -> int:
+        """Processes and threads in the sandbox now."""
+        return self.cgroup.n_processes() if self.cgroup is not None else sum(map(proc_threads, self.tree()))
 
-    def receive(self, cpu_s: float, wall_s: float, max_payload: int,
-                on_wall: Callable[[float], Failure | None] | None = None) -> tuple[dict, bytes]:
+    def send(self, data: bytes, cpu_s: float, wall_s: float) -> None:
+        """Write ``data`` within ``cpu_s`` CPU seconds and ``wall_s`` seconds (the call's limits: a child that
+        stops reading is killed, ``Failure``), or ``Failure`` for a child that died."""
+        fd, view = self.proc.stdin.fileno(), memoryview(data)
+        cpu_start, start = self.cpu_seconds(), time.monotonic()
+        while view:
+            self._within(cpu_s, wall_s, cpu_start, start, "the sandbox did not read its request")
+            try:
+                view = view[os.write(fd, view):]
+                continue
+            except BlockingIOError:
+                pass
+            except OSError:  # a broken pipe: the child ended
+                raise self.death() from None
+            select.select([], [fd], [], 0.25)
+
+    def _within(self, cpu_s: float, wall_s: float, cpu_start: float | None, start: float,
+                what: str = "no answer") -> float:
+        """The seconds left to wait, or ``Failure`` (killed) when the CPU or wall limit is spent; its message has
+        ``{}`` where the caller puts the limit in its own terms."""
+        cpu_now = self.cpu_seconds()
+        cpu_left = cpu_s - (cpu_now - cpu_start) if None not in (cpu_now, cpu_start) else wall_s
+        wall_left = wall_s - (time.monotonic() - start)
+        if cpu_left <= 0:
+            self.close()
+            raise Failure("timeout", what + " within {} s of CPU time: killed", limit="cpu")
+        if wall_left <= 0:
+            self.close()
+            raise Failure("timeout", what + " within {} s: killed", limit="wall")
+        return min(cpu_left, wall_left)
+
+    def receive(self, cpu_s: float, wall_s: float, max_payload: int) -> tuple[dict, bytes]:
         """One reply frame within ``cpu_s`` CPU seconds and ``wall_s`` seconds, or ``Failure`` (then killed)."""
         fd, reader = self.proc.stdout.fileno(), frames.Reader(max_payload)
         cpu_start, start = self.cpu_seconds(), time.monotonic()
         while True:
-            cpu_now = self.cpu_seconds()
-            cpu_left = cpu_s - (cpu_now - cpu_start) if None not in (cpu_now, cpu_start) else wall_s
-            wall_left = wall_s - (time.monotonic() - start)
-            if cpu_left <= 0:
-                self.close()
-                raise Failure("timeout", f"no answer within {cpu_s:g} s of CPU time: killed")
-            if wall_left <= 0:
-                self.close()
-                failure = on_wall(wall_s) if on_wall else None
-                raise failure or Failure("timeout", f"no answer within {wall_s:g} s: killed")
-            ready, _, _ = select.select([fd], [], [], max(0.002, min(cpu_left, wall_left, 0.25)))
+            left = self._within(cpu_s, wall_s, cpu_start, start)
+            ready, _, _ = select.select([fd], [], [], max(0.002, min(left, 0.25)))
             if not ready:
                 continue
             chunk = os.read(fd, 1 << 22)
@@ -93,7 +127,14 @@ class Process:
         return Failure("crash", f"the sandbox's process exited (exit code {code})")
 
     def close(self) -> None:
-        """Kill the process group, then every process left in the cgroup, and reap."""
+        """Kill the process group and its tree (bubblewrap's init kills the rest: it is the PID namespace's
+        pid 1), then every process left in the cgroup, and reap."""
+        tree = self.tree() if self.proc.poll() is None else []
+        for pid in tree[1:]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
         if self.proc.poll() is None:
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
@@ -110,13 +151,48 @@ class Process:
                 pass
         if self.cgroup is not None:
             self.cgroup.kill()
+        _wait_gone(tree[1:])
+
+
+def _wait_gone(pids: list[int], patience_s: float = 5.0) -> None:
+    """Wait until the killed ``pids`` have exited (a process being killed is still listed for a moment)."""
+    end = time.monotonic() + patience_s
+    for pid in pids:
+        while time.monotonic() < end and (fields := _stat(pid)) is not None and fields[0] not in "ZX":
+            time.sleep(0.002)
+
+
+def _stat(pid: int) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command's name (field 3 first), None where unreadable."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def descendants(root: int) -> list[int]:
+    """``root`` and every live process below it (one pass over ``/proc``)."""
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit() and (fields := _stat(int(name))) is not None:
+            children.setdefault(int(fields[1]), []).append(int(name))
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo += children.get(pid, [])
+    return found
+
+
+def proc_threads(pid: int) -> int:
+    fields = _stat(pid)
+    return int(fields[17]) if fields else 0  # num_threads (field 20)
 
 
 def proc_cpu_seconds(pid: int) -> float | None:
     """User + system CPU time of a live process from ``/proc/<pid>/stat`` (None where unreadable)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
+    fields = _stat(pid)
+    if fields is None:
         return None
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime (fields 14, 15)

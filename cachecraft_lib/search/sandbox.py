@@ -17,7 +17,7 @@ import numpy as np
 
 from ..methods.features import FEATURES
 from ..methods.policy import SelectionError, validate_selection
-from ..sandbox import Box, BoxLimits, Failure
+from ..sandbox import Box, Failure, Limits
 
 LAYER_FILES = (Path(__file__).with_name("child.py"),)
 ALLOWED_DTYPES = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"}
@@ -44,9 +44,8 @@ class Sandbox:
     allow_weak: bool = False
 
     def __post_init__(self) -> None:
-        self._box = Box(LAYER_FILES, BoxLimits(cpu_s=self.timeout_s, memory_mb=self.memory_mb,
-                                               load_s=self.timeout_s + 30, wall_s=self.wall_s,
-                                               allow_weak=self.allow_weak, max_payload=64 << 20))
+        self._box = Box(LAYER_FILES, Limits(timeout_s=self.timeout_s, memory_mb=self.memory_mb,
+                                            load_s=self.timeout_s + 30, wall_s=self.wall_s, allow_weak=self.allow_weak))
 
     @property
     def boundary(self) -> str:

@@ -2,8 +2,8 @@
 
 One ``MethodSandbox`` serves a whole evaluation (every layer, context and budget): starting a process per
 layer would cost more than the compression. The boundary is the operating system (``sandbox.boundary``:
-namespaces, seccomp, a cgroup; it fails closed unless ``Limits(allow_weak=True)``, and ``boundary`` names
-what was in force, for the ledger). The limits: CPU seconds per layer call, memory of the whole sandbox,
+namespaces, seccomp, a cgroup; it fails closed unless weakening is allowed: ``cachecraft doctor``), and
+``boundary`` names what was in force, for the ledger). The limits: CPU seconds per layer call, memory of the whole sandbox,
 seconds to load, and wall-clock seconds for the whole evaluation (``wall_s``). What comes back is plain
 bytes with a JSON header, validated here (``validate_scores`` / ``validate_indices``); every failure is a
 ``SubmissionError`` with its kind (``protocol`` for a malformed reply).
@@ -11,13 +11,13 @@ bytes with a JSON header, validated here (``validate_scores`` / ``validate_indic
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ...sandbox import Box, BoxLimits, Failure, WallBudget, clean_text
+from ...sandbox import Box, Failure, Limits, WallBudget, clean_text  # Limits: the sandbox's one set of limits
 from .folder import Submission, SubmissionError
 from .method_api import SCALARS
 
@@ -27,30 +27,6 @@ INT_DTYPES = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "u
 NUMBER_DTYPES = FLOAT_DTYPES | INT_DTYPES | {"bool"}
 KIND_OF_FAILURE = {"process": "file_access", "boundary": "crash"}  # the box's kinds in the arena's terms
 KNOWN_KINDS = {"crash", "memory", "tampering", "bad_output", "file_access", "network", "boundary"}  # from the child
-
-
-@dataclass
-class Limits:
-    """What one method may use: CPU seconds per layer call, memory (MB beyond its start, whole sandbox),
-    seconds to load, wall seconds for the whole evaluation; ``allow_weak`` runs without the full boundary."""
-
-    timeout_s: float = 10.0
-    memory_mb: int = 1024
-    load_s: float = 30.0
-    wall_s: float = 3600.0
-    allow_weak: bool = False
-
-    @classmethod
-    def of(cls, **limits: Any) -> Limits:
-        names = [f.name for f in fields(cls)]
-        unknown = set(limits) - set(names)
-        if unknown:
-            raise TypeError(f"unknown sandbox limits {sorted(unknown)}; limits: {', '.join(names)}")
-        return cls(**limits)
-
-    def box(self) -> BoxLimits:
-        return BoxLimits(cpu_s=self.timeout_s, memory_mb=self.memory_mb, load_s=self.load_s, wall_s=self.wall_s,
-                         allow_weak=self.allow_weak)
 
 
 def _refusal(err: Failure, layer: int | None = None) -> SubmissionError:
@@ -68,11 +44,11 @@ class MethodSandbox:
     budget: WallBudget | None = None  # the evaluation's wall budget, shared by its sandboxes (press.sandbox_for)
 
     def __post_init__(self) -> None:
-        self._box = Box(LAYER_FILES, self.limits.box(), self.budget)  # BoundaryUnavailable here: nothing runs
+        self._box = Box(LAYER_FILES, self.limits, self.budget)  # BoundaryUnavailable here: nothing runs
 
     @property
     def boundary(self) -> str:
-        """The boundary in force: ``"bwrap+seccomp+cgroup"``, or ``"weak: ..."`` (record it with the result)."""
+        """The boundary in force (``sandbox.boundary``: e.g. ``"bwrap+seccomp+cgroup"``, or ``"weak: ..."``; record it)."""
         return self._box.boundary_name
 
     @property

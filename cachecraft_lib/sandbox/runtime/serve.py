@@ -2,8 +2,9 @@
 
 Run inside the boundary as ``python -I -S serve.py PATH...`` (the paths are put first on ``sys.path``:
 this folder, numpy's and the layer's files). It reads the setup frame, installs the seccomp filter it
-carries (no ``execve`` from here on; filters cannot be removed), caps the address space (RLIMIT_AS; the
-cgroup caps the whole sandbox), imports the layer (the arena's or the search's ``child``), lets it load
+carries (no ``execve`` from here on; filters cannot be removed), caps its own address space (RLIMIT_AS), its
+CPU over its whole life (RLIMIT_CPU), its tasks (RLIMIT_NPROC) and descriptors (RLIMIT_NOFILE): the filter
+refuses new processes, so without a cgroup these bound the whole sandbox. Then it imports the layer (the arena's or the search's ``child``), lets it load
 what it needs, installs the audit reporter (``guard``) and loads the untrusted source. Then one reply per
 request. The layer defines ``ALLOWED`` (imports), ``prepare()``, ``load(text, setup)``, ``handle(state,
 header, arrays) -> (header, arrays)`` and ``classify(err, loading) -> (kind, text)``.
@@ -41,12 +42,29 @@ def install_filter(program: bytes) -> None:
         raise OSError(ctypes.get_errno(), "the seccomp filter could not be installed")
 
 
-def limit_memory(extra_mb: int) -> None:
-    """Cap the address space at what is mapped now plus ``extra_mb``: a big allocation is a MemoryError."""
-    with open("/proc/self/statm") as f:
-        pages = int(f.read().split()[0])
-    limit = pages * os.sysconf("SC_PAGE_SIZE") + extra_mb * 2**20
+def limit_memory(extra_mb: int, base: int = 0) -> None:
+    """Cap the address space at what is mapped now (``/proc/self/statm``; behind bubblewrap there is no
+    ``/proc``, and the parent's ``base`` says it) plus ``extra_mb``: a big allocation is a MemoryError."""
+    try:
+        with open("/proc/self/statm") as f:
+            base = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        if base <= 0:
+            raise
+    limit = base + extra_mb * 2**20
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def limit_process(setup: dict) -> None:
+    """CPU seconds over the whole life, tasks and descriptors of this process; no core files."""
+    cpu = int(setup.get("cpu_life_s", 0))
+    if cpu > 0:
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    tasks = int(setup.get("max_tasks", 0))
+    if tasks > 0:
+        resource.setrlimit(resource.RLIMIT_NPROC, (tasks, tasks))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
 def reply(fd: int, header: dict, arrays: dict | None = None) -> None:
@@ -69,7 +87,8 @@ def main() -> None:
     try:
         if setup.get("seccomp"):
             install_filter(arrays["seccomp"].tobytes())
-        limit_memory(int(setup["memory_mb"]))
+        limit_memory(int(setup["memory_mb"]), int(setup.get("vm_base", 0)))
+        limit_process(setup)
         layer = importlib.import_module(setup["layer"])
         layer.prepare()
     except BaseException as err:  # noqa: BLE001 - the parent must hear why the sandbox is not ready

@@ -1,0 +1,73 @@
+"""The system calls the sandbox allows: everything not named here fails (default deny).
+
+Derived by tracing (``strace -f -ff`` around bubblewrap, calls counted from the interpreter's ``execve`` and
+from bubblewrap's init after its filter is installed) the child runtime loading numpy, every example
+submission (``arena/examples``), the search's seeds and candidates and the arena's tests of submissions and
+hooks: 36 distinct calls on x86-64 (glibc 2.36, CPython 3.11, numpy 2). The groups below are those calls
+plus a few a numpy scorer may reach on other inputs (``mremap`` for a growing array, ``clock_nanosleep``
+for ``time.sleep``, the ``stat`` family's variants), each with why. A name this kernel or architecture does
+not know is skipped when the filter is compiled. Calls with a condition (``CONDITIONAL``) are allowed only
+with the arguments named there; ``ENOSYS`` lists calls the C library falls back from (``clone3`` ->
+``clone``, whose flags can be checked; ``openat2`` -> ``openat``). Everything else is ``EPERM``.
+"""
+
+from __future__ import annotations
+
+ALLOWED: dict[str, tuple[str, ...]] = {
+    # the interpreter starting (bubblewrap installs the filter just before it execs Python; the run filter
+    # refuses exec once the runtime is up), leaving, and bubblewrap's init reaping it
+    "start and exit": ("execve", "exit", "exit_group", "wait4", "waitid"),
+    # memory: the allocator, numpy's buffers, mapped shared libraries; madvise(HUGEPAGE) from numpy
+    "memory": ("brk", "mmap", "munmap", "mremap", "mprotect", "madvise"),
+    # reading the read-only files mounted in (the interpreter, the standard library, numpy, the layer);
+    # writes go to the reply pipe and /dev/null (the filesystem is read-only: opens for writing fail there)
+    "files": ("read", "pread64", "readv", "preadv", "preadv2", "write", "writev", "pwrite64", "openat", "open",
+              "close", "close_range", "lseek", "fstat", "stat", "lstat", "newfstatat", "statx", "fstatfs",
+              "statfs", "access", "faccessat", "faccessat2", "readlink", "readlinkat", "getdents64", "getdents",
+              "getcwd", "fcntl", "dup", "dup2", "dup3"),
+    # time: clocks (the vDSO's fallback), sleeping, and timers that signal the process itself
+    "time": ("clock_gettime", "clock_getres", "gettimeofday", "time", "nanosleep", "clock_nanosleep", "times",
+             "getitimer", "setitimer", "alarm"),
+    # signals within the sandbox (the PID namespace holds nothing else: the harness is not in it)
+    "signals": ("rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "sigaltstack", "kill", "tgkill",
+                "tkill"),
+    # who am I (answers from inside the namespaces)
+    "identity": ("getpid", "getppid", "gettid", "getuid", "geteuid", "getgid", "getegid", "getgroups",
+                 "getresuid", "getresgid", "getpgrp", "getpgid", "getsid", "uname", "sysinfo"),
+    # threads of the C library and their synchronisation (threads share the address space, so RLIMIT_AS
+    # and the CPU accounting see them; new processes are refused: CONDITIONAL's clone)
+    "threads": ("futex", "set_robust_list", "set_tid_address", "rseq", "sched_yield", "sched_getaffinity",
+                "sched_getparam", "sched_getscheduler", "getcpu", "arch_prctl", "membarrier"),
+    # resource limits and usage of this process only (prlimit64 on another process: CONDITIONAL)
+    "resources": ("getrlimit", "setrlimit", "getrusage", "getpriority"),
+    # randomness for hashing and numpy's generators
+    "random": ("getrandom",),
+    # installing the runtime's own (stacked, never removable) filter
+    "filter": ("seccomp",),
+}
+
+# calls allowed only with these arguments: (name, argument index, mask, value): allowed when arg & mask == value
+IOCTL_REQUESTS = {"TCGETS": 0x5401, "FIONREAD": 0x541B, "FIONBIO": 0x5421, "FIONCLEX": 0x5450, "FIOCLEX": 0x5451}
+PRCTL_OPTIONS = {"PR_GET_DUMPABLE": 3, "PR_SET_NAME": 15, "PR_GET_NAME": 16, "PR_GET_SECCOMP": 21,
+                 "PR_SET_SECCOMP": 22, "PR_SET_NO_NEW_PRIVS": 38, "PR_GET_NO_NEW_PRIVS": 39}
+CLONE_THREAD = 0x00010000
+# CLONE_NEWNS ... CLONE_NEWNET and CLONE_NEWTIME: never, not even with CLONE_THREAD
+CLONE_NAMESPACES = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000 | 0x80
+CONDITIONAL: tuple[tuple[str, int, int, int], ...] = (
+    # terminal queries (Python asks whether stdio is a terminal) and close-on-exec flags: no device control
+    *(("ioctl", 1, 0xFFFFFFFF, request) for request in IOCTL_REQUESTS.values()),
+    # naming itself, no-new-privileges and installing its own filter: nothing that reaches another process
+    *(("prctl", 0, 0xFFFFFFFF, option) for option in PRCTL_OPTIONS.values()),
+    # limits of this process only (pid 0)
+    ("prlimit64", 0, 0xFFFFFFFF, 0),
+    # a thread (CLONE_THREAD, no namespace flag); fork/vfork and clone without CLONE_THREAD are refused: without
+    # a cgroup the per-process limits (RLIMIT_AS, RLIMIT_CPU) then bound the whole sandbox
+    ("clone", 0, CLONE_THREAD | CLONE_NAMESPACES, CLONE_THREAD),
+)
+ENOSYS = ("clone3", "openat2")
+EXEC = ("execve", "execveat")
+
+
+def allowed_names() -> tuple[str, ...]:
+    """Every call allowed without a condition, in the order of the groups."""
+    return tuple(name for group in ALLOWED.values() for name in group)

@@ -1,0 +1,161 @@
+"""bubblewrap's command for one sandbox, and the uid it runs as outside (never root).
+
+The sandbox sees only neutral paths: the interpreter's prefix at ``/sandbox/python``, the runtime at
+``/sandbox/runtime``, numpy and the layer's files at ``/sandbox/site``, the system libraries, five device
+nodes (``null``, ``zero``, ``full``, ``random``, ``urandom``; no pseudo-terminals) and no ``/proc``: the
+``/proc`` views (``mountinfo`` above all, which names every bind's source) would show the host's paths (the
+checkout, the virtual environment, the home folder), and nothing the runtime does needs them (the
+address-space cap it sets from ``/proc/self/statm`` is measured once by ``boundary``'s probe instead). The
+root and ``/dev`` are remounted read-only: no tmpfs to fill.
+
+Run by root, bubblewrap would map the sandbox's uid to root outside, sharing root's per-user kernel quotas
+(inotify instances, pipe buffers, ...) with the host. So a root harness runs it as ``SANDBOX_UID`` (nobody)
+instead: between fork and exec (``Launch.preexec``) the child enters its cgroup (as root), makes a private
+mount namespace with a small tmpfs at ``STAGE`` where it binds what the sandbox needs (so bubblewrap, now
+unprivileged, reaches files under folders like ``/root`` that nobody may read), then drops to the uid.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import shutil
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+BWRAP_ENV = "CACHECRAFT_BWRAP"  # a bubblewrap binary to use (e.g. one carried to a machine without it)
+UID_ENV = "CACHECRAFT_SANDBOX_UID"  # the uid a root harness runs sandboxes as (default: nobody)
+CARRIED = Path(__file__).resolve().parents[2] / "gpu_wheels" / "bubblewrap"  # scripts/gpu_wheels.sh unpacks it
+SANDBOX_UID = 65534
+STAGE = Path("/run/cachecraft-sandbox")
+SYSTEM_LIBS = ("/lib", "/lib64", "/lib32", "/usr/lib", "/usr/lib64", "/usr/lib32")
+DEVICES = ("null", "zero", "full", "random", "urandom")
+CHILD_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0",
+             "PYTHONDONTWRITEBYTECODE": "1"}
+CLONE_NEWNS, MS_BIND, MS_REC, MS_PRIVATE, MS_NOSUID, MS_NODEV = 0x20000, 0x1000, 0x4000, 1 << 18, 2, 4
+
+
+def find() -> Path | None:
+    """The bubblewrap binary: ``$CACHECRAFT_BWRAP``, then ``bwrap`` on PATH, then the one the GPU check carries."""
+    given = os.environ.get(BWRAP_ENV)
+    if given:
+        return Path(given) if os.access(given, os.X_OK) else None
+    on_path = shutil.which("bwrap")
+    if on_path:
+        return Path(on_path)
+    carried = CARRIED / "usr" / "bin" / "bwrap"
+    return carried if os.access(carried, os.X_OK) else None
+
+
+def library_dir(exe: Path) -> Path | None:
+    """The shared libraries unpacked beside a carried binary (``usr/bin/bwrap`` -> ``usr/lib/<triplet>``)."""
+    for folder in sorted(exe.parent.parent.glob("lib/*-linux-gnu")):
+        return folder
+    return None
+
+
+def outside_uid() -> int | None:
+    """The uid to drop to before bubblewrap (None: the harness is not root, it runs as the harness's uid)."""
+    if os.geteuid() != 0:
+        return None
+    return int(os.environ.get(UID_ENV) or SANDBOX_UID)
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How to start one sandbox: ``argv``, the environment, and what runs between fork and exec."""
+
+    argv: list[str]
+    env: dict[str, str]
+    preexec: Callable[[], None] | None
+
+
+def launch(exe: Path, mounts: list[tuple[Path, str]], tail: list[str], enter: Callable[[], None] | None,
+           seccomp_fd: int | None, uid: int | None) -> Launch:
+    """bubblewrap running ``tail`` (the interpreter's argv inside) with ``mounts`` (host path, path under
+    ``/sandbox``) read-only; ``enter`` (the cgroup) runs first in the child; ``uid``: drop to it (root only)."""
+    libs = library_dir(exe) if exe.is_relative_to(CARRIED) or os.environ.get(BWRAP_ENV) else None
+    if uid is not None:
+        staged = [(exe, "bin/bwrap"), *([(libs, "lib")] if libs else []), *mounts]
+        binds = [(STAGE / rel, rel) for _, rel in mounts]
+        exe, libs = STAGE / "bin" / "bwrap", (STAGE / "lib" if libs else None)
+        preexec = functools.partial(_stage_and_drop, enter, [(str(s), str(STAGE / r)) for s, r in staged], uid)
+    else:
+        binds, preexec = [(src, rel) for src, rel in mounts], enter
+    argv = [str(exe), *namespace_args(), *bind_args(binds)]
+    if seccomp_fd is not None:
+        argv += ["--seccomp", str(seccomp_fd)]
+    env = {**CHILD_ENV, **({"LD_LIBRARY_PATH": str(libs)} if libs else {})}
+    return Launch([*argv, "--", *tail], env, preexec)
+
+
+def namespace_args() -> list[str]:
+    return ["--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session", "--uid",
+            "65534", "--gid", "65534", "--hostname", "sandbox", "--clearenv",
+            *[a for k, v in CHILD_ENV.items() for a in ("--setenv", k, v)], "--cap-drop", "ALL", "--chdir", "/"]
+
+
+def bind_args(binds: list[tuple[Path, str]]) -> list[str]:
+    """Read-only binds (system libraries, ``binds`` under ``/sandbox``), the devices, then a read-only root."""
+    args: list[str] = []
+    for path in SYSTEM_LIBS:
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+    for src, rel in binds:
+        args += ["--ro-bind", str(src), f"/sandbox/{rel}"]
+    args += ["--dir", "/dev"]
+    for name in DEVICES:
+        args += ["--dev-bind", f"/dev/{name}", f"/dev/{name}"]
+    return [*args, "--remount-ro", "/"]
+
+
+@functools.lru_cache(maxsize=1)
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def _stage_and_drop(enter: Callable[[], None] | None, staged: list[tuple[str, str]], uid: int) -> None:
+    """In the child, as root: enter the cgroup, bind ``staged`` (source, target) in a private mount namespace
+    on a tmpfs at ``STAGE``, then become ``uid`` (no groups, no capabilities left)."""
+    if enter is not None:
+        enter()
+    libc = _libc()
+    _check(libc.unshare(CLONE_NEWNS), "unshare")
+    _check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "private mounts")
+    _check(libc.mount(b"cachecraft", str(STAGE).encode(), b"tmpfs", MS_NOSUID | MS_NODEV, b"mode=0755,size=1m"),
+           "stage")
+    for source, target in staged:
+        if os.path.isdir(source):
+            os.makedirs(target, exist_ok=True)
+        else:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            os.close(os.open(target, os.O_CREAT | os.O_WRONLY, 0o644))
+        _check(libc.mount(source.encode(), target.encode(), None, MS_BIND | MS_REC, None), f"bind {target}")
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+
+
+def prepare_stage() -> None:
+    """The (empty) mount point of the stage, made once by a root harness."""
+    STAGE.mkdir(mode=0o755, parents=True, exist_ok=True)
+
+
+def interpreter() -> tuple[str, str]:
+    """This interpreter's path inside the sandbox (under ``/sandbox/python``) and here."""
+    real = os.path.realpath(sys.executable)
+    inside = os.path.relpath(real, os.path.realpath(sys.base_prefix))
+    if inside.startswith(".."):
+        raise OSError(f"the interpreter {real} is not under its prefix {sys.base_prefix}")
+    return f"/sandbox/python/{inside}", real
