@@ -1,15 +1,23 @@
-"""The board search (search.board_search) on smoke board A: deterministic for a seed, never reads the test split."""
+"""The board search (search.board_search) on smoke board A: deterministic for a seed, and the search process
+never holds a secret: the dev-only guard (search.dev_only) is in place before the first item is loaded, on
+every entry point (the CLI, one run, several seeds)."""
 
 from __future__ import annotations
 
 import json
+import os
+import secrets
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
 
-from cachecraft_lib.arena.arena import Arena
-from cachecraft_lib.search.board_fitness import BoardFitness
+from cachecraft_lib.arena import arena as arena_module
+from cachecraft_lib.arena.boards import splits
+from cachecraft_lib.arena.scoring.ledger import Ledger
+from cachecraft_lib.search import dev_only
 from cachecraft_lib.search.board_search import board_search
+from cachecraft_lib.search.board_seeds import board_searches
 from cachecraft_lib.search.runlog import load_run
 from cachecraft_lib.search.seeds import seed_path
 
@@ -18,16 +26,79 @@ pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore")]
 
 @pytest.fixture(scope="module")
 def fitness(tmp_path_factory):
-    return BoardFitness("A", profile="smoke", root=tmp_path_factory.mktemp("arena"), seed_program=seed_path("v1"))
+    with dev_only.dev_only():
+        return dev_only.dev_fitness("A", "smoke", root=tmp_path_factory.mktemp("arena"), seed_program=seed_path("v1"))
 
 
-def test_deterministic_and_dev_only(fitness, tmp_path, monkeypatch):
-    def no_test(self, board, split, *args, **kwargs):
-        assert split != "test", "the search asked for the test split"
-        return original(self, board, split, *args, **kwargs)
+class FirstLoad(Exception):
+    """Raised by the spy at the first item load: what the guard looked like then is all the test needs."""
 
-    original = Arena.items
-    monkeypatch.setattr(Arena, "items", no_test)
+
+@pytest.fixture
+def first_load(monkeypatch, tmp_path):
+    """At the process's first item load: is the guard active, are the secret's variables gone, is the secret
+    unreachable, has the plan been recorded? (The spy replaces the items' generator under ``Arena.items``.)"""
+    seen: dict = {}
+
+    def spy(board, split, *args, **kwargs):
+        seen.update(active=dev_only.active(), env=[v for v in dev_only.SECRET_VARS if v in os.environ], split=split,
+                    plans=len(Ledger(tmp_path / "arena" / "ledger.jsonl").events()))
+        try:
+            splits.load_secret()
+            seen["secret"] = "read"
+        except dev_only.SecretUnreachable:
+            seen["secret"] = "unreachable"
+        raise FirstLoad
+
+    monkeypatch.setattr(arena_module, "board_items", spy)
+    monkeypatch.setenv(splits.SECRET_ENV, secrets.token_hex(32))  # the organiser's secret in the environment
+    yield seen
+    for guard in list(dev_only._active):  # the CLI leaves its guard in place for the process: end it here
+        dev_only.uninstall(guard)
+    assert not dev_only.active() and splits.SECRET_ENV in os.environ  # put back as it was
+
+
+def _cli(tmp_path):
+    from cachecraft_lib.cli.arena_search import _cmd_search
+
+    return _cmd_search(SimpleNamespace(
+        board="A", profile="smoke", root=str(tmp_path / "arena"), seed_program="v1", seed_alias=None,
+        generations=1, population=2, random_seed=0, random_seeds=None, ray=None, linear_only=False, preregister=True,
+        round=1, split_seed=4902, select_top=2, notes=None, out=str(tmp_path / "run")))
+
+
+ENTRY_POINTS = {
+    "cli": _cli,
+    "one run": lambda tmp: board_search("A", "v1", 1, 2, tmp / "run", "smoke", progress=False),
+    "several seeds": lambda tmp: board_searches("A", "v1", [0, 1], 1, 2, tmp / "runs", "smoke",
+                                                root=tmp / "arena", progress=False),
+}
+
+
+@pytest.mark.parametrize("entry", list(ENTRY_POINTS))
+def test_the_guard_is_in_place_before_the_first_item_is_loaded(first_load, tmp_path, entry):
+    with pytest.raises(FirstLoad):
+        ENTRY_POINTS[entry](tmp_path)
+    assert first_load == {"active": True, "env": [], "split": "dev", "secret": "unreachable",
+                          "plans": 1 if entry == "cli" else 0}  # the CLI's plan is in the ledger before that
+
+
+def test_the_guard_refuses_the_test_split_and_puts_everything_back(monkeypatch, tmp_path):
+    monkeypatch.setenv(splits.SECRET_FILE_ENV, "/somewhere/secret")
+    original = splits.load_secret
+    arena = arena_module.Arena("smoke", tmp_path)
+    with dev_only.dev_only():
+        assert splits.SECRET_FILE_ENV not in os.environ
+        with pytest.raises(dev_only.SecretUnreachable):
+            arena.items(arena.board("A"), "test", secrets.token_bytes(32))  # even with a secret in hand
+        with pytest.raises(dev_only.SecretUnreachable):
+            splits.load_secret()
+    assert splits.load_secret is original and os.environ[splits.SECRET_FILE_ENV] == "/somewhere/secret"
+    with pytest.raises(dev_only.SecretUnreachable, match="install the dev-only guard"):
+        dev_only.dev_fitness("A", "smoke")  # refused outside the guard, before anything is loaded
+
+
+def test_deterministic(fitness, tmp_path):
     runs = [board_search("A", "v1", 2, 3, tmp_path / f"run{i}", "smoke", random_seed=5, fitness=fitness,
                          progress=False) for i in (0, 1)]
     traces = [(r / "evolution_trace.jsonl").read_text() for r in runs]

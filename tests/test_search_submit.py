@@ -10,7 +10,9 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -104,8 +106,6 @@ def test_top_children_best_first_distinct_valid(tmp_path):
 
 
 def test_the_rate_limit_caps_how_many_of_the_top_are_submitted(tmp_path, capsys):
-    from types import SimpleNamespace
-
     from cachecraft_lib.arena.scoring.ledger import RATE_LIMIT, Ledger
     from cachecraft_lib.cli.arena_search import _picks
 
@@ -114,11 +114,23 @@ def test_the_rate_limit_caps_how_many_of_the_top_are_submitted(tmp_path, capsys)
         ledger.append("submission", {"name": f"x{i}", "author": "cachecraft-search"})
     ledger.append("submission", {"name": "y", "author": "someone else"})
     assert ledger.quota("cachecraft-search") == 2 and ledger.quota("Someone  Else") == RATE_LIMIT - 1
-    args = SimpleNamespace(top=3, run=_ranked_run(tmp_path), dev_only=False)
-    picks = _picks(args, SimpleNamespace(ledger=ledger), "cachecraft-search")
+    run = _ranked_run(tmp_path)
+    picks = _picks(SimpleNamespace(top=3, dev_only=False), SimpleNamespace(ledger=ledger), "cachecraft-search", run)
     assert [c for c, _ in picks] == ["b", "d"] and "c left out" in capsys.readouterr().out
-    assert len(_picks(SimpleNamespace(top=3, run=args.run, dev_only=True), SimpleNamespace(ledger=ledger),
-                      "cachecraft-search")) == 3  # dev-only submits nothing: no limit
+    assert len(_picks(SimpleNamespace(top=3, dev_only=True), SimpleNamespace(ledger=ledger),
+                      "cachecraft-search", run)) == 3  # dev-only submits nothing: no limit
+
+
+def test_the_selection_half_choice_is_what_is_submitted(tmp_path):
+    from cachecraft_lib.cli.arena_search import _picks
+    from cachecraft_lib.search import selection
+
+    run = _ranked_run(tmp_path)
+    args = SimpleNamespace(top=1, dev_only=False)
+    assert _picks(args, None, "cachecraft-search", run) == [None]  # no choice recorded: best/best_program.py
+    table = pd.DataFrame({"child_id": ["c"], "search_fitness": [0.5], "selection_fitness": [0.7], "chosen": [True]})
+    selection.write_selected(run, selection.Selected("c", "code of c\n", 0.7, table))
+    assert _picks(args, None, "cachecraft-search", run) == [("c", "code of c\n")]
 
 
 @pytest.mark.slow

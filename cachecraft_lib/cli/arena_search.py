@@ -1,17 +1,26 @@
-"""``cachecraft arena submit-search RUN``: a search run's best program through the arena, like anyone's entry."""
+"""``cachecraft arena search`` (pre-registered, chosen on dev items alone) and ``arena submit-search RUN...``."""
 
 from __future__ import annotations
 
 import argparse
+import sys
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-SUBMIT_SEARCH_HELP = ("submit a search run's best program (`cachecraft evolve`'s output folder): convert it to a "
-                      "submission folder, score it on the board's dev items, write its DESCRIPTION.md from facts "
-                      "(lineage of edits, dev numbers, the rule judge's nearest prior art), then `arena submit` it "
-                      "(hidden test items, gate, points; the ledger records the run id, seed and iterations) and "
-                      "record the rule judge's review")
+import pandas as pd
+
+SUBMIT_SEARCH_HELP = ("submit search runs' chosen programs (`cachecraft arena search`'s run folders: the selection "
+                      "half's choice, else best/best_program.py): refuse a run whose plan was not recorded in the "
+                      "ledger before it started unless --exploratory, convert, score on the dev items, write "
+                      "DESCRIPTION.md from facts, `arena submit` it (hidden test items, gate, points; the ledger "
+                      "records the run, its plan or the exploratory label) and record the rule judge's review; "
+                      "with several runs (one per random seed), report how many beat FRC and the pooled gain")
+SEARCH_HELP = ("evolve a policy program on a board's dev items (fitness = `arena dev`'s score on the search half "
+               "of the dev contexts; every generation scored in one batched pass; offline mutator with the "
+               "structural operators), then choose the submission on the selection half; with --preregister the "
+               "plan goes into the arena's ledger first. Reads no test item and never holds the secret")
 
 
 def _print_entry(entry: dict, board: str, review: Any) -> None:
@@ -24,14 +33,17 @@ def _print_entry(entry: dict, board: str, review: Any) -> None:
               f"{review.soundness}, flags {', '.join(review.flags) or 'none'}")
 
 
-def _picks(args: argparse.Namespace, arena: Any, author: str) -> list[tuple[str, str] | None]:
-    """What to submit: the run's best (``None``: best/best_program.py), or its ``--top K`` best distinct
-    programs, as many as the author's rate limit lets through now (the rest are named, not submitted)."""
+def _picks(args: argparse.Namespace, arena: Any, author: str, run: str) -> list[tuple[str, str] | None]:
+    """What to submit from ``run``: its selection-half choice (``<run>/selected/``) or, without one, its best
+    (``None``: best/best_program.py); with ``--top K`` its K best distinct programs, as many as the author's
+    rate limit lets through now (the rest are named, not submitted)."""
+    from ..search.selection import read_selected
     from ..search.submit import top_children
 
     if args.top <= 1:
-        return [None]
-    picks = top_children(args.run, args.top)
+        chosen = read_selected(run)
+        return [(chosen[0], chosen[1])] if chosen else [None]
+    picks = top_children(run, args.top)
     room = len(picks) if args.dev_only else arena.ledger.quota(author)
     if room < len(picks):
         print(f"the rate limit lets {author} submit {room} more now: {', '.join(c for c, _ in picks[room:])} "
@@ -39,26 +51,61 @@ def _picks(args: argparse.Namespace, arena: Any, author: str) -> list[tuple[str,
     return picks[:room]
 
 
+def _registration(args: argparse.Namespace, events: list[dict], run: str) -> Any:
+    """The run's pre-registration (``preregister.check_registration``); None, with the reason printed, when the
+    run is refused."""
+    from ..search.preregister import EXPLORATORY, NotPreregistered, check_registration
+    from ..search.submit import run_origin
+
+    try:
+        reg = check_registration(events, run, run_origin(run)["run_id"], exploratory=args.exploratory)
+    except NotPreregistered as err:
+        print(f"refused {Path(run).name}: {err}. A finding needs its plan in the ledger before the run starts "
+              "(`cachecraft arena search --preregister`); to submit anyway, label it `--exploratory` (recorded "
+              "with the entry)", file=sys.stderr)
+        return None
+    if reg.label == EXPLORATORY:
+        print(f"EXPLORATORY (not pre-registered) {Path(run).name}: {reg.reason}")
+    return reg
+
+
 def _cmd_submit_search(args: argparse.Namespace) -> int:
     from ..arena.arena import Arena
     from ..arena.boards.splits import load_secret
-    from ..search.submit import prepare, run_origin, submit
 
     arena = Arena(args.profile, Path(args.root) if args.root else None)
     arena.board(args.board)
-    origin, author = run_origin(args.run), "cachecraft-search"
-    base = args.name or f"search-{origin['seed']}-{origin['random_seed']}"
-    picks = _picks(args, arena, author)
-    secret = None if args.dev_only or not picks else load_secret()
-    status = 0
-    for rank, child in enumerate(picks, 1):
-        name = base if child is None else f"{base}-{rank}"
-        out = Path(args.out) if args.out else arena.root / "search_submissions" / Path(args.run).name
-        out = out if child is None else out / name
-        prepared = prepare(args.run, out, args.board, arena, name=name, author=author, child=child, rank=rank)
+    events = arena.ledger.events()
+    registrations = {run: _registration(args, events, run) for run in args.run}
+    if any(r is None for r in registrations.values()):
+        return 2  # before any secret is read or anything submitted
+    secret = None if args.dev_only else load_secret()
+    status, names = 0, {}
+    for run, reg in registrations.items():
+        run_status, name = _submit_run(args, arena, run, reg, secret)
+        status = max(status, run_status)
+        names[run] = name
+    if len(args.run) > 1 and not args.dev_only:
+        _report_pool(arena, args.board, names)
+    return status
+
+
+def _submit_run(args: argparse.Namespace, arena: Any, run: str, reg: Any, secret: bytes | None) -> tuple[int, Any]:
+    """One run's picks prepared (and submitted unless --dev-only); (exit status, the first entry's name)."""
+    from ..search.submit import prepare, run_origin, submit
+
+    origin, author = run_origin(run), "cachecraft-search"
+    base = args.name if args.name and len(args.run) == 1 else f"search-{origin['seed']}-{origin['random_seed']}"
+    status, first = 0, None
+    for rank, child in enumerate(_picks(args, arena, author, run), 1):
+        name = base if args.top <= 1 else f"{base}-{rank}"
+        out = Path(args.out) / Path(run).name if args.out else arena.root / "search_submissions" / Path(run).name
+        out = out if args.top <= 1 else out / name
+        prepared = prepare(run, out, args.board, arena, name=name, author=author, child=child,
+                           rank=rank if args.top > 1 else None, registration=reg)
         gain = prepared.dev.get("gain")
-        print(f"wrote {out} ({len(prepared.edits)} edits from the seed); dev: overall "
-              f"{prepared.dev['scores'][prepared.dev['method']]['overall']:.3f}"
+        print(f"wrote {out} ({len(prepared.edits)} edits from the seed); dev (all contexts, including those the "
+              f"search climbed): overall {prepared.dev['scores'][prepared.dev['method']]['overall']:.3f}"
               + (f", gain over {gain['over']} {gain['point']:+.3f} [{gain['lo']:+.3f}, {gain['hi']:+.3f}]"
                  if gain else ""))
         if args.dev_only:
@@ -69,61 +116,134 @@ def _cmd_submit_search(args: argparse.Namespace) -> int:
             print(f"rejected ({entry['kind']}): {entry['message']} (recorded in the ledger)")
             status = 1
             continue
+        first = first or entry["name"]
         _print_entry(entry, args.board, prepared.review)
-    return status
+    return status, first
 
-SEARCH_HELP = ("evolve a policy program on a board's dev items (fitness = `arena dev`'s score; every generation "
-               "scored in one batched pass; offline mutator with the structural operators) and write a run folder "
-               "for `submit-search`; reads no test item and needs no secret")
+
+def _report_pool(arena: Any, board: str, names: dict[str, str | None]) -> None:
+    """How many runs' entries beat FRC, and the pooled gain (``seed_pool``), when FRC is on the board."""
+    from ..arena.scoring.leaderboard import units_loader
+    from ..search.seed_pool import pool_seeds
+    from ..search.submit import run_origin
+
+    units_of = units_loader(arena.root)
+    frc = units_of(board, "frc")
+    entries = {run_origin(r)["random_seed"]: n for r, n in names.items() if n}
+    if frc is None or not entries:
+        print("no pooled result: FRC has no entry (or baseline) on this board in this arena, or no run was scored")
+        return
+    pool = pool_seeds({s: units_of(board, n) for s, n in entries.items()}, entries, frc, "frc",
+                      arena.board(board).gate_threshold)
+    print(pool.per_seed.round(4).to_string(index=False))
+    print(pool.summary())
+
+
+def _seed_program(args: argparse.Namespace) -> str:
+    """``--seed-program``, or the old ``--seed`` with a warning (issue 50: --seed reads as a random seed)."""
+    if args.seed_alias is not None:
+        warnings.warn("--seed is deprecated: it names the seed PROGRAM; use --seed-program (random seeds: "
+                      "--random-seed/--random-seeds)", FutureWarning, stacklevel=2)
+        print("warning: --seed is deprecated, use --seed-program", file=sys.stderr)
+        return args.seed_alias
+    return args.seed_program
 
 
 def _cmd_search(args: argparse.Namespace) -> int:
-    if args.random_seeds or args.ray is not None:
-        return _search_seeds(args)
-    from ..search.board_fitness import BoardFitness
-    from ..search.board_search import board_search
+    from ..search import dev_only
+
+    dev_only.install()  # first: the secret is unreachable before anything is loaded (issue 48)
+    from ..arena.arena import Arena
+    from ..search import preregister, selection
     from ..search.seeds import seed_path
 
-    fitness = BoardFitness(args.board, args.profile, root=args.root, seed_program=seed_path(args.seed))
-    out = Path(args.out) if args.out else fitness.arena.root / "search_runs" / f"{args.board}_{args.seed}_{args.random_seed}"
-    board_search(args.board, args.seed, args.generations, args.population, out, args.profile,
-                 random_seed=args.random_seed, structural=not args.linear_only, fitness=fitness)
-    print(f"wrote the run {out}; submit its best with `cachecraft arena submit-search {out} --board {args.board}`")
+    seed = _seed_program(args)
+    seeds = args.random_seeds or [args.random_seed]
+    arena = Arena(args.profile, args.root, progress=False)
+    board = arena.board(args.board)
+    event = None
+    if args.preregister:
+        plan = preregister.make_plan(args.board, args.profile, seed, seed_path(seed).read_text(), args.generations,
+                                     args.population, seeds, not args.linear_only, args.split_seed, args.select_top,
+                                     selection.rule_text(args.split_seed, args.select_top), arena.ledger.events(),
+                                     args.round, args.notes or "")
+        event = preregister.record_plan(arena.ledger, plan)  # before any item is loaded or child evaluated
+        print(f"plan recorded in {arena.ledger.path} (event {event['seq']}, plan hash {plan.digest()[:16]}); "
+              f"round {args.round}'s commitment: {plan.round_commitment or 'none yet (drawn after this plan)'}")
+    halves = selection.split_dev(arena.items(board, "dev"), args.split_seed)
+    runs = _searches(args, arena, seed, seeds, list(halves.search), event)
+    chosen = dev_only.dev_fitness(args.board, args.profile, root=args.root, gate=0.0,
+                                  contexts=list(halves.selection), arena=arena)
+    rows = []
+    for random_seed, run in runs:
+        picked = selection.select(run, chosen, args.select_top)
+        rows.append({"random_seed": random_seed, "run": str(run), "search_half_best": picked.shortlist.search_fitness.max(),
+                     "selected": picked.child_id, "selection_half": round(picked.estimate, 4)})
+    table = pd.DataFrame(rows)
+    print(f"dev contexts: {len(halves.search)} search half, {len(halves.selection)} selection half (split seed "
+          f"{halves.seed}); each run's submission = the best on the selection half of its top {args.select_top}:")
+    print(table.to_string(index=False))
+    print("the selection-half score is the dev estimate (the search never saw those contexts); submit with "
+          f"`cachecraft arena submit-search {' '.join(r for r in table.run)} --board {args.board}`")
     return 0
 
 
-def _search_seeds(args: argparse.Namespace) -> int:
-    """``--random-seeds`` (and/or ``--ray``): one run per seed, here one after another or side by side on Ray."""
-    from ..arena.arena import Arena
+def _searches(args: argparse.Namespace, arena: Any, seed: str, seeds: list[int], contexts: list[str],
+              event: dict | None) -> list[tuple[int, Path]]:
+    """The runs: one folder with one random seed (``--out`` is the run), else ``board_seeds`` (``--out`` holds
+    the runs)."""
+    if not args.random_seeds and args.ray is None:
+        from ..search.board_search import board_search
+        from ..search.dev_only import dev_fitness
+        from ..search.seeds import seed_path
+
+        out = Path(args.out) if args.out else arena.root / "search_runs" / f"{args.board}_{seed}_{args.random_seed}"
+        fitness = dev_fitness(args.board, args.profile, root=args.root, seed_program=seed_path(seed),
+                              contexts=contexts, arena=arena)
+        board_search(args.board, seed, args.generations, args.population, out, args.profile,
+                     random_seed=args.random_seed, structural=not args.linear_only, fitness=fitness, plan_event=event)
+        return [(args.random_seed, out)]
     from ..search.board_seeds import board_searches
 
-    seeds = args.random_seeds or [args.random_seed]
-    out = Path(args.out) if args.out else Arena(args.profile, args.root).root / "search_runs"
-    table = board_searches(args.board, args.seed, seeds, args.generations, args.population, out, args.profile,
+    out = Path(args.out) if args.out else arena.root / "search_runs"
+    table = board_searches(args.board, seed, seeds, args.generations, args.population, out, args.profile,
                            root=args.root, structural=not args.linear_only, ray=args.ray,
-                           cpus_per_task=args.cpus_per_task, max_retries=args.max_retries)
-    print(table.to_string(index=False))
-    done = table[table.error == ""]
-    if len(done):
-        best = done.loc[done.best.idxmax()]
-        print(f"best run: {best.run} (dev fitness {best.best:.4f}); submit it with `cachecraft arena submit-search "
-              f"{best.run} --board {args.board}`")
-    return 0 if len(done) == len(table) else 1
+                           cpus_per_task=args.cpus_per_task, max_retries=args.max_retries, contexts=contexts,
+                           plan_event=event)
+    failed = table[table.error != ""]
+    if len(failed):
+        raise RuntimeError(f"search runs failed for random seeds {list(failed.random_seed)}: {list(failed.error)}")
+    return [(int(s), Path(r)) for s, r in zip(table.random_seed, table.run, strict=True)]
 
 
 def add_search_verb(verb: Callable[[str, Callable, str], argparse.ArgumentParser]) -> argparse.ArgumentParser:
     """Add ``search`` (the board search) through ``cli.arena``'s ``verb``."""
+    from ..search.selection import SPLIT_SEED, TOP_K
+
     p = verb("search", _cmd_search, SEARCH_HELP)
     p.add_argument("--board", required=True, help="board name (A, B_online, B_offline)")
-    p.add_argument("--seed", default="v1", help="seed program (v1, v5, ...; default v1, not FRC)")
-    p.add_argument("--generations", type=int, default=5)
+    p.add_argument("--seed-program", default="v1", help="the seed PROGRAM the search starts from (v1, v5, ...; "
+                                                        "default v1, a generic scorer, not FRC)")
+    p.add_argument("--seed", dest="seed_alias", default=None, help="deprecated alias of --seed-program (warns)")
+    p.add_argument("--generations", type=int, default=5, help="generations after the seed's (default 5)")
     p.add_argument("--population", type=int, default=6, help="children per generation, scored in one batched pass")
-    p.add_argument("--random-seed", type=int, default=0, help="the run is deterministic for it")
+    p.add_argument("--random-seed", type=int, default=0, help="the run's random seed: the run is deterministic for it")
     p.add_argument("--random-seeds", type=int, nargs="+", metavar="N",
-                   help="several runs, one per seed, into <out>/<board>_<seed>_<N> with a seeds.csv; with --ray "
-                        "side by side (one worker each), else one after another sharing the prefills")
+                   help="several runs, one per seed, into <out>/<board>_<seed program>_<N> with a seeds.csv; with "
+                        "--ray side by side (one worker each), else one after another sharing the prefills")
     p.add_argument("--linear-only", action="store_true", help="only the linear-scorer edits (no structural operators)")
-    p.add_argument("--out", help="run folder (default <root>/search_runs/<board>_<seed>_<random seed>); with "
+    p.add_argument("--preregister", action="store_true",
+                   help="record the plan (board, seed program, sizes, random seeds, selection rule, round and its "
+                        "commitment) in the arena's ledger before anything is evaluated; `submit-search` refuses a "
+                        "run without one unless told --exploratory")
+    p.add_argument("--round", type=int, default=1, help="the round the plan names (its test items are drawn later)")
+    p.add_argument("--split-seed", type=int, default=SPLIT_SEED,
+                   help=f"public seed of the dev contexts' split into search and selection halves (default {SPLIT_SEED})")
+    p.add_argument("--select-top", type=int, default=TOP_K, metavar="K",
+                   help=f"the submission is the best on the selection half among the run's top K by search-half "
+                        f"fitness (default {TOP_K})")
+    p.add_argument("--notes", help="free text recorded with the plan (why these sizes)")
+    p.add_argument("--out", help="run folder (default <root>/search_runs/<board>_<seed program>_<random seed>); with "
                                  "--random-seeds or --ray, the folder of the runs (default <root>/search_runs)")
     return p
 
@@ -131,14 +251,18 @@ def add_search_verb(verb: Callable[[str, Callable, str], argparse.ArgumentParser
 def add_submit_search_verb(verb: Callable[[str, Callable, str], argparse.ArgumentParser]) -> argparse.ArgumentParser:
     """Add ``submit-search`` through ``cli.arena``'s ``verb(name, func, help)`` (it adds --profile and --root)."""
     p = verb("submit-search", _cmd_submit_search, SUBMIT_SEARCH_HELP)
-    p.add_argument("run", help="a search run folder (written by `cachecraft evolve`, with best/best_program.py)")
+    p.add_argument("run", nargs="+", help="search run folder(s) (`cachecraft arena search`'s, or `cachecraft "
+                                          "evolve`'s with best/best_program.py); several: one per random seed")
+    p.add_argument("--exploratory", action="store_true",
+                   help="submit a run whose plan was not recorded before it started; the label is recorded with "
+                        "the entry and shown in its DESCRIPTION.md")
     p.add_argument("--board", required=True, help="board name (A, B_online, B_offline)")
     p.add_argument("--name", help="the entry's name (default search-<seed>-<random seed>; with --top, -1, -2, ...)")
     p.add_argument("--top", type=int, default=1, metavar="K",
                    help="submit the run's K best distinct programs (best first), as many as the author's rate "
                         "limit allows now (5 per 24 hours); each entry's origin names its child and rank")
     p.add_argument("--out", help="where to write the submission folder (default <root>/search_submissions/<run>)")
-    p.add_argument("--round", type=int, default=1)
+    p.add_argument("--round", type=int, default=1, help="the round whose test items score the entries")
     p.add_argument("--dev-only", action="store_true", help="write the folder and score it on dev items; submit nothing")
     p.add_argument("--no-judge", action="store_true", help="skip the rule judge's review after the submission")
     p.add_argument("--allow-weak-sandbox", action="store_true",

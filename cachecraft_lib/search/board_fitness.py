@@ -16,7 +16,9 @@ gate items, unless given. ``evaluate`` runs a whole population at once (``popula
 context's prefill and features kept across generations, one sandbox per candidate, every candidate x budget
 decoded in shared batches);
 ``evaluate_one`` runs one candidate at a time through ``Arena.run``, the reference the population path must
-equal. The test split is never read: only ``Arena.items(board, "dev")``, which needs no secret.
+equal. The test split is never read: only ``Arena.items(board, "dev")``, which needs no secret; ``contexts`` keeps
+a part of them (the search half of ``selection.split_dev``). The search builds it with ``dev_only.dev_fitness``,
+behind the guard that makes the secret unreachable.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -96,7 +99,8 @@ class BoardFitness:
 
     def __init__(self, board: str = "A", profile: str = "cpu", root: str | Path | None = None,
                  seed_program: str | Path | None = None, gate: float | None = None,
-                 limits: dict | None = None, arena: Arena | None = None) -> None:
+                 limits: dict | None = None, arena: Arena | None = None,
+                 contexts: Sequence[str] | None = None) -> None:
         self.arena = arena or Arena(profile=profile, root=root, progress=False)
         self.board = self.arena.board(board)
         if self.board.decode_time or self.board.benchmark == "math500":
@@ -105,6 +109,12 @@ class BoardFitness:
         self.limits = dict(limits or {})
         self.items = self.arena.items(self.board, "dev")
         self.base = self.arena.dev_baselines(self.board)
+        if contexts is not None:  # a part of the dev items (``selection.split_dev``): the search or selection half
+            keep = set(contexts)
+            if not keep <= set(self.items.context_id):
+                raise ValueError(f"board {board}'s dev items have no context(s) {sorted(keep - set(self.items.context_id))}")
+            self.items = self.items[self.items.context_id.isin(keep)].reset_index(drop=True)
+            self.base = self.base[self.base.context_id.isin(keep)].reset_index(drop=True)
         first = self.items.groupby("task", sort=False).context_id.first()
         self.gate_ids = list(dict.fromkeys(first))
         model, tokenizer = self.arena.model(self.board)
@@ -187,7 +197,8 @@ class BoardFitness:
                     results[name] = CandidateResult(name, False, 2, self.gate, results[name].gate_score,
                                                     failure_kind=failure.split(":")[0], reason=failure)
                     continue
-                rows = pd.concat([self._gates[name][1], rest[rest.method == name]], ignore_index=True)
+                mine = rest[rest.method == name]  # empty when the gate items are all the contexts (a small half)
+                rows = pd.concat([self._gates[name][1], mine], ignore_index=True) if len(mine) else self._gates[name][1]
                 rep = self.report(rows, name)
                 results[name].stage, results[name].report = 2, rep
                 results[name].fitness = float(rep["scores"].loc[name, "overall"])

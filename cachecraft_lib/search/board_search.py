@@ -9,8 +9,11 @@ Deterministic for a seed: every draw comes from ``random.Random`` seeded by (see
 
 It writes a run folder ``runlog.load_run`` and ``arena submit-search`` read: ``run_info.txt``,
 ``initial_program.py``, ``evolution_trace.jsonl`` (one line per child: parent, code, metrics, the mutator's
-stated change), ``generations.csv`` (best fitness and gate pass rate by generation) and ``best/``. It reads
-only the dev items: the test split needs the organiser's secret, which it never asks for.
+stated change), ``generations.csv`` (best fitness and gate pass rate by generation), ``fitness_contexts.txt``
+(the dev contexts its fitness used: the search half when the run selects on the other), ``best/`` and, for a
+pre-registered run, ``plan.json``; ``run_info.txt``'s ``started=`` is written before the first evaluation. It
+reads only the dev items: the test split needs the organiser's secret, which the search process never holds
+(``dev_only``: the guard is in place before its fitness loads anything).
 """
 
 from __future__ import annotations
@@ -23,7 +26,9 @@ from typing import Any
 import pandas as pd
 
 from .board_fitness import BoardFitness, apply_diff, candidate_name
+from .dev_only import dev_fitness, dev_only
 from .mutator import OFFLINE_NAME, STRUCTURAL_TAG, propose
+from .preregister import now, write_plan_ref
 from .seeds import seed_path
 
 ELITE = 4
@@ -53,17 +58,27 @@ def _metrics(result: Any) -> dict[str, float]:
 
 def board_search(board: str, seed: str = "v1", generations: int = 5, population: int = 6, out_dir: str | Path = ".",
                  profile: str = "cpu", random_seed: int = 0, structural: bool = True,
-                 fitness: BoardFitness | None = None, progress: bool = True) -> Path:
-    """Run the search; returns the run folder (``out_dir``), whose ``best/best_program.py`` is the best found."""
+                 fitness: BoardFitness | None = None, progress: bool = True, plan_event: dict | None = None) -> Path:
+    """Run the search; returns the run folder (``out_dir``), whose ``best/best_program.py`` is the best found.
+    ``fitness``: built by ``dev_only.dev_fitness`` (the guard in place) unless given; ``plan_event``: the
+    ledger's ``plan`` event of a pre-registered run (``preregister``), referenced from ``plan.json``."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     seed_code = seed_path(seed).read_text()
-    fit = fitness or BoardFitness(board, profile=profile, seed_program=seed_path(seed))
+    if fitness is None:
+        with dev_only():
+            fitness = dev_fitness(board, profile, seed_program=seed_path(seed))
+    fit = fitness
     (out / "initial_program.py").write_text(seed_code)
+    if plan_event is not None:
+        write_plan_ref(out, plan_event)
+    contexts = fit.items.context_id.nunique()
     (out / "run_info.txt").write_text(
-        f"seed={seed}\nmutator={OFFLINE_NAME}{STRUCTURAL_TAG if structural else ''}\nfitness=board {board} dev items "
-        f"({profile})\ngate={fit.gate}\niterations={generations * population}\ngenerations={generations}\n"
-        f"population={population}\nrandom_seed={random_seed}\n")
+        f"board={board}\nseed={seed}\nmutator={OFFLINE_NAME}{STRUCTURAL_TAG if structural else ''}\nfitness=board "
+        f"{board} dev items ({profile}), {contexts} contexts\ngate={fit.gate}\niterations={generations * population}\n"
+        f"generations={generations}\npopulation={population}\nrandom_seed={random_seed}\n"
+        + (f"started={now()}\n" if plan_event is not None else ""))
+    (out / "fitness_contexts.txt").write_text("".join(f"{c}\n" for c in dict.fromkeys(fit.items.context_id)))
     seed_result = fit.evaluate([seed_code])[0]
     seed_id = candidate_name(seed_code)
     elite = [(float(seed_result.fitness or 0.0), seed_id, seed_code)]

@@ -104,6 +104,22 @@ def _fmt(x: float) -> str:
     return f"{x:.3f}"
 
 
+def _registration_text(origin: dict) -> str:
+    if origin.get("registration") == "preregistered":
+        return (" Pre-registered: the run's plan (board, seed program, sizes, random seeds, the rule that chose this "
+                f"program) was recorded in the arena's ledger before the run started (plan {origin.get('plan')}).")
+    if origin.get("registration") == "exploratory":
+        return " EXPLORATORY: the run was not pre-registered, so its test number is no confirmatory evidence."
+    return ""
+
+
+def _choice_text(origin: dict) -> str:
+    if origin.get("child_id") and "rank" not in origin:
+        return (" It was chosen on the selection half of the dev contexts, which the search never scored, among "
+                "the run's best programs by the search half's fitness.")
+    return ""
+
+
 def description(name: str, origin: dict, edits: list[str], dev_json: dict, closest: dict | None) -> str:
     """DESCRIPTION.md from facts: the origin, the lineage, the dev report's numbers, the nearest prior art."""
     mine = dev_json["scores"][dev_json["method"]]
@@ -124,7 +140,7 @@ def description(name: str, origin: dict, edits: list[str], dev_json: dict, close
 ## Idea
 A KV-eviction policy program found by CacheCraft's program search (run {origin['run_id']}: seed {origin['seed']},
 random seed {origin['random_seed']}, {origin['iterations']} iterations, mutator {origin['mutator']}), submitted as
-the search left it. Nothing in it was written by hand.
+the search left it. Nothing in it was written by hand.{_registration_text(origin)}{_choice_text(origin)}
 
 ## Method
 The program scores every cached token from CacheCraft's 17 per-token features (tail attention of the last
@@ -154,17 +170,23 @@ SnapKV and H2O that it weighs.
 
 def prepare(run_folder: str | Path, out_dir: str | Path, board: str, arena: Any,
             name: str | None = None, author: str = "cachecraft-search",
-            child: tuple[str, str] | None = None, rank: int | None = None) -> SearchSubmission:
+            child: tuple[str, str] | None = None, rank: int | None = None,
+            registration: Any = None) -> SearchSubmission:
     """Write the submission folder of ``run_folder``'s best program (or of ``child``, a (child id, code) pair of
-    ``top_children``, ``rank`` its place there, both recorded in the origin) for ``board``, scored on its dev
-    items."""
+    ``top_children`` or the run's selection-half choice, ``rank`` its place in the top K, both recorded in the
+    origin) for ``board``, scored on its dev items. ``registration`` (``preregister.Registration``): the origin
+    records it (``preregistered`` with the plan's hash, or ``exploratory``) and DESCRIPTION.md says it."""
     from ..arena.board_runner import submission_contender
     from ..arena.judges.bundle import dev_report_json
     from ..arena.submissions.folder import load_submission
 
     origin = run_origin(run_folder)
     if child is not None:
-        origin = {**origin, "child_id": child[0], "rank": int(rank or 1)}
+        origin = {**origin, "child_id": child[0], **({"rank": int(rank)} if rank else {})}
+    if registration is not None:
+        origin["registration"] = registration.label
+        if registration.plan_event is not None:
+            origin["plan"] = str(registration.plan_event["payload"]["plan_hash"])[:16]
     name = name or f"search-{origin['seed']}-{origin['random_seed']}"
     out = Path(out_dir)
     program = find_program(run_folder)

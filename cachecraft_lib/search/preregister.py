@@ -1,0 +1,176 @@
+"""A search's plan recorded in the arena's ledger before any child is evaluated (issue 49, item 1).
+
+Why: a test number means what it says only when everything that could have been tuned on it was fixed
+before it existed. ``record_plan`` appends a ``plan`` event (signed and hash-chained like every other) holding
+the board, the seed program (name and SHA-256), the sizes, every random seed, the selection rule and its split
+seed, the round and the round's commitment when one exists (``None``: its secret is drawn after the plan), and
+the plan's own hash. Each run folder then keeps ``plan.json`` (the event's hash, seq and time) and
+``run_info.txt``'s ``started=`` (written just before the run's first evaluation).
+
+``check_registration`` is what ``arena submit-search`` asks before it touches a secret: the run's plan event is
+in the ledger, unaltered, names this run's board, seed program, sizes and random seed, and precedes the run's
+first evaluation and any entry of this run; otherwise ``NotPreregistered``, unless the caller labels the run
+exploratory (then the label travels with the entry into the ledger and its DESCRIPTION.md).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+PLAN_FILE = "plan.json"
+PREREGISTERED, EXPLORATORY = "preregistered", "exploratory"
+
+
+class NotPreregistered(ValueError):
+    """The run's plan was not recorded in this arena's ledger before the run started (the message says why)."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything a search run may not change after it starts."""
+
+    board: str
+    profile: str
+    seed_program: str
+    seed_sha256: str
+    generations: int
+    population: int
+    random_seeds: tuple[int, ...]
+    structural: bool
+    split_seed: int
+    top_k: int
+    rule: str
+    round: int
+    round_commitment: str | None
+    notes: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def payload(self) -> dict[str, Any]:
+        body = asdict(self)
+        body["random_seeds"] = list(self.random_seeds)
+        return body
+
+    def digest(self) -> str:
+        return plan_hash(self.payload())
+
+
+@dataclass(frozen=True)
+class Registration:
+    """What ``check_registration`` found: the label, the plan event (None when exploratory and absent), why."""
+
+    label: str
+    plan_event: dict | None
+    reason: str = ""
+
+
+def plan_hash(payload: dict[str, Any]) -> str:
+    """SHA-256 of the plan's canonical JSON (sorted keys), without its own ``plan_hash``."""
+    body = {k: v for k, v in payload.items() if k != "plan_hash"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def make_plan(board: str, profile: str, seed_program: str, seed_source: str, generations: int, population: int,
+              random_seeds: list[int], structural: bool, split_seed: int, top_k: int, rule: str,
+              events: list[dict], round_: int = 1, notes: str = "") -> Plan:
+    """The plan, with the round's commitment read from the ledger's ``events`` (None when the round is new)."""
+    from ..arena.scoring.rounds import round_event
+
+    if not random_seeds or len(set(random_seeds)) != len(random_seeds):
+        raise ValueError(f"give distinct random seeds, got {random_seeds}")
+    committed = round_event(events, round_)
+    return Plan(board, profile, seed_program, hashlib.sha256(seed_source.encode()).hexdigest(), int(generations),
+                int(population), tuple(int(s) for s in random_seeds), bool(structural), int(split_seed), int(top_k),
+                rule, int(round_), str(committed["commitment"]) if committed else None, notes)
+
+
+def record_plan(ledger: Any, plan: Plan) -> dict:
+    """Append the ``plan`` event (``Ledger.append``); returns the event as written."""
+    return ledger.append("plan", {**plan.payload(), "plan_hash": plan.digest()})
+
+
+def plan_ref(event: dict) -> dict[str, Any]:
+    return {"event_hash": event["hash"], "seq": event["seq"], "time": event["time"],
+            "plan_hash": event["payload"]["plan_hash"]}
+
+
+def write_plan_ref(run_folder: str | Path, event: dict) -> Path:
+    """``<run>/plan.json``: which ledger event holds this run's plan."""
+    path = Path(run_folder) / PLAN_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(plan_ref(event), indent=1) + "\n")
+    return path
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def _time(value: str) -> datetime:
+    t = datetime.fromisoformat(value)
+    return t if t.tzinfo else t.replace(tzinfo=UTC)
+
+
+def _read_ref(run_folder: Path) -> dict:
+    try:
+        ref = json.loads((run_folder / PLAN_FILE).read_text())
+    except (OSError, ValueError):
+        raise NotPreregistered(f"the run {run_folder.name} has no readable {PLAN_FILE}: it was not started with "
+                               "`cachecraft arena search --preregister`") from None
+    if not isinstance(ref, dict) or not isinstance(ref.get("event_hash"), str):
+        raise NotPreregistered(f"{PLAN_FILE} of the run {run_folder.name} names no ledger event")
+    return ref
+
+
+def _matches_run(plan: dict, info: dict[str, str]) -> list[str]:
+    """What in the run's ``run_info.txt`` differs from its plan."""
+    wanted = {"board": plan.get("board"), "seed": plan.get("seed_program"),
+              "generations": plan.get("generations"), "population": plan.get("population")}
+    bad = [f"{k} (run {info.get(k)!r}, plan {v!r})" for k, v in wanted.items() if str(info.get(k)) != str(v)]
+    if info.get("random_seed") not in {str(s) for s in plan.get("random_seeds") or []}:
+        bad.append(f"random seed {info.get('random_seed')!r} (the plan's: {plan.get('random_seeds')})")
+    return bad
+
+
+def check_registration(events: list[dict], run_folder: str | Path, run_id: str | None = None,
+                       exploratory: bool = False) -> Registration:
+    """The run's pre-registration against the (verified) ledger ``events``; ``NotPreregistered`` when it fails
+    and ``exploratory`` is False."""
+    try:
+        return Registration(PREREGISTERED, _registered(events, Path(run_folder), run_id))
+    except NotPreregistered as err:
+        if not exploratory:
+            raise
+        return Registration(EXPLORATORY, None, str(err))
+
+
+def _registered(events: list[dict], run: Path, run_id: str | None) -> dict:
+    from .runlog import load_run
+
+    ref = _read_ref(run)
+    found = [e for e in events if e.get("hash") == ref["event_hash"]]
+    if not found or found[0].get("kind") != "plan":
+        raise NotPreregistered(f"no plan event {ref['event_hash'][:16]}... in this arena's ledger: record the plan "
+                               "with `arena search --preregister` in the arena you submit to")
+    event = found[0]
+    plan = event.get("payload", {})
+    if plan_hash(plan) != plan.get("plan_hash"):
+        raise NotPreregistered("the plan event's content does not match its plan hash")
+    info = load_run(run).info
+    bad = _matches_run(plan, info)
+    if bad:
+        raise NotPreregistered("the run differs from its plan: " + "; ".join(bad))
+    started = info.get("started")
+    if not started:
+        raise NotPreregistered(f"the run {run.name} does not record when it started (run_info.txt: started=)")
+    if _time(event["time"]) > _time(started):
+        raise NotPreregistered(f"the plan was recorded at {event['time']}, after the run started at {started}")
+    earlier = [e for e in events[: event["seq"]] if run_id and
+               (e.get("payload") or {}).get("origin", {}).get("run_id") == run_id]
+    if earlier:
+        raise NotPreregistered(f"the ledger holds an entry of this run (seq {earlier[0]['seq']}) before its plan")
+    return event

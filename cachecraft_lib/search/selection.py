@@ -1,0 +1,134 @@
+"""The submission chosen on dev items alone, with an honest dev estimate (issue 49, item 2).
+
+Why: a search's best fitness is the maximum over every child it tried on the items it climbed, so it is biased
+upward (docs/board_fitness.md: among the best children the two halves of the dev items disagreed on the order).
+The dev contexts are therefore split in two by a public seed (``split_dev``: within each task, a seeded shuffle,
+alternate contexts to each half), the search's fitness uses only the **search half**, and the program submitted
+is the best on the **selection half** among the run's top K by search-half fitness (``select``). Its
+selection-half score is the dev estimate reported: the search never saw those contexts. It is still the best of
+K on them, so with K > 1 it carries a small winner's-curse of its own; K is small and pre-registered.
+
+``choose`` is the rule, and it reads nothing but the selection-half scores (ties go to the smaller program
+digest, never to search order), so a program best on the search half and worst on the selection half is not
+chosen (tested).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+SPLIT_SEED = 4902  # public: anyone regenerates the two halves of a board's dev contexts from it
+TOP_K = 4
+RULE = ("dev contexts split in two within each task by a seeded shuffle (split seed {split_seed}); the search's "
+        "fitness uses the search half only; the submission is the best on the selection half among the run's top "
+        "{top_k} distinct valid programs by search-half fitness (ties: the smaller program digest)")
+SELECTED = "selected"  # the run folder's sub-folder holding the choice
+
+
+@dataclass(frozen=True)
+class DevHalves:
+    """A board's dev contexts in two disjoint halves, and the public seed that drew them."""
+
+    search: tuple[str, ...]
+    selection: tuple[str, ...]
+    seed: int
+
+
+@dataclass
+class Selected:
+    """The chosen program, its selection-half fitness (the dev estimate) and the shortlist it was chosen from."""
+
+    child_id: str
+    code: str
+    estimate: float
+    shortlist: pd.DataFrame  # child_id, search_fitness (shown, not used), selection_fitness, chosen
+    report: dict | None = None
+
+
+def rule_text(split_seed: int = SPLIT_SEED, top_k: int = TOP_K) -> str:
+    return RULE.format(split_seed=split_seed, top_k=top_k)
+
+
+def split_dev(items: pd.DataFrame, seed: int = SPLIT_SEED) -> DevHalves:
+    """Each task's dev contexts shuffled by ``Random(f"{seed}|{task}")``, then alternately search, selection
+    (so both halves hold every task with at least one context; an odd count gives the search one more)."""
+    search: list[str] = []
+    selection: list[str] = []
+    for task, ids in items.groupby("task", sort=True).context_id:
+        ordered = sorted(dict.fromkeys(ids))
+        if len(ordered) < 2:
+            raise ValueError(f"task {task} has {len(ordered)} dev context(s): two are needed to split them")
+        random.Random(f"{seed}|{task}").shuffle(ordered)
+        search += ordered[0::2]
+        selection += ordered[1::2]
+    return DevHalves(tuple(search), tuple(selection), seed)
+
+
+def choose(candidates: list[tuple[str, str]], selection_scores: Mapping[str, float | None]) -> str:
+    """The rule: the child id with the highest selection-half score among ``candidates`` ((child id, code)
+    pairs); ties to the smaller digest of the code. Search-half scores are not an input."""
+    from .board_fitness import candidate_name
+
+    scored = [(float(selection_scores[c]), c, code) for c, code in candidates if selection_scores.get(c) is not None]
+    if not scored:
+        raise ValueError("no candidate has a selection-half score: none passed its cascade")
+    best = max(s for s, _, _ in scored)
+    return min((candidate_name(code), c) for s, c, code in scored if s == best)[1]
+
+
+def select(run_folder: str | Path, selection_fitness: Any, top_k: int = TOP_K) -> Selected:
+    """Score the run's top ``top_k`` (by search-half fitness) on the selection half (``selection_fitness``: a
+    ``BoardFitness`` on those contexts with gate 0) and choose by ``choose``; written to ``<run>/selected/``."""
+    from .submit import top_children
+
+    picks = top_children(run_folder, top_k)
+    results = selection_fitness.evaluate([code for _, code in picks])
+    scores = {c: r.fitness for (c, _), r in zip(picks, results, strict=True)}
+    chosen = choose(picks, scores)
+    code = dict(picks)[chosen]
+    search_fit = _search_fitness(run_folder)
+    table = pd.DataFrame([{"child_id": c, "search_fitness": search_fit.get(c), "selection_fitness": scores[c],
+                           "chosen": c == chosen} for c, _ in picks])
+    report = next(r.report for (c, _), r in zip(picks, results, strict=True) if c == chosen)
+    out = Selected(chosen, code, float(scores[chosen]), table, report)
+    write_selected(run_folder, out)
+    return out
+
+
+def _search_fitness(run_folder: str | Path) -> dict[str, float]:
+    from .runlog import load_run
+
+    trace = load_run(run_folder).trace
+    return {} if trace.empty else dict(zip(trace.child_id.astype(str), trace.fitness.astype(float), strict=True))
+
+
+def write_selected(run_folder: str | Path, selected: Selected) -> Path:
+    """``<run>/selected/``: ``program.py``, ``shortlist.csv`` and ``selected.json`` (id and estimate)."""
+    folder = Path(run_folder) / SELECTED
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "program.py").write_text(selected.code)
+    selected.shortlist.to_csv(folder / "shortlist.csv", index=False)
+    report = selected.report or {}
+    info: dict[str, Any] = {"child_id": selected.child_id, "selection_fitness": selected.estimate}
+    if report.get("gain") is not None:
+        gain = report["gain"]
+        info["selection_gain"] = {"over": report.get("best_baseline"), "point": gain.point, "lo": gain.lo,
+                                  "hi": gain.hi}
+    (folder / "selected.json").write_text(json.dumps(info, indent=1, default=float) + "\n")
+    return folder
+
+
+def read_selected(run_folder: str | Path) -> tuple[str, str, dict] | None:
+    """(child id, code, info) of the run's selection, or None when it has none."""
+    folder = Path(run_folder) / SELECTED
+    if not (folder / "selected.json").is_file():
+        return None
+    info = json.loads((folder / "selected.json").read_text())
+    return str(info["child_id"]), (folder / "program.py").read_text(), info
