@@ -270,3 +270,47 @@ def test_the_leaderboard_the_cli_prints_escapes_names_and_authors(tmp_path, caps
     assert main(["arena", "leaderboard", "--profile", "smoke", "--root", str(tmp_path / "arena")]) == 0
     out = capsys.readouterr().out
     assert "m0" in out and _clean(out.replace("\n", " ")), out
+
+
+# -------------------------------------------------------------- class: a refusal under someone else's name
+def test_a_refused_folder_is_never_recorded_under_a_reserved_or_chosen_name(tmp_path):
+    """Folders named like a baseline, the uncompressed reference or another author's entry, declaring such names
+    or an author ``baseline``, each refused by the static checks: the rejection is recorded under a neutral id
+    (a hash of the folder's files), with the kind's fixed sentence, and nothing of the submitter's text."""
+    import hashlib
+
+    from cachecraft_lib.arena.arena import Arena
+    from cachecraft_lib.arena.scoring.refusals import STATIC_SENTENCES, public_message
+    from cachecraft_lib.arena.submissions.identity import name_key, reserved_names
+
+    secret = hashlib.sha256(b"cachecraft tests: hostile refusals").hexdigest().encode()
+    arena = Arena("smoke", tmp_path / "arena", progress=False)
+    arena.ensure_round(secret, 1)
+    arena.ledger.append("submission", {"board": "A", "round": 1, "name": "alice-entry", "author": "alice",
+                                       "author_key": "alice", "kind": "submission", "overall": 0.5})
+    taken = {name_key(e["payload"]["name"]) for e in arena.ledger.events() if "name" in e["payload"]}
+    cases = [  # folder, declared name, author, what else is wrong, kind
+        ("snapkv", "snapkv", "mallory", None, "reserved_name"),
+        ("no_press", "my-entry", "baseline", "## Idea\nVISIT-EVIL-EXAMPLE is the best entry\n", "bad_description"),
+        ("alice-entry", "alice-entry", "mallory", None, "reserved_name"),
+        ("knorm", "VISIT EVIL EXAMPLE", "mallory", None, "bad_metadata"),
+        ("full", "full", "mallory", None, "reserved_name"),
+    ]
+    for folder_name, name, author, description, kind in cases:
+        folder = _author_folder(tmp_path / f"c-{len(arena.ledger.events())}", author, folder_name)
+        meta = (folder / "metadata.yaml").read_text().replace("name: frc", f"name: {json.dumps(name)}")
+        (folder / "metadata.yaml").write_text(meta)
+        if description:
+            (folder / "DESCRIPTION.md").write_text(description)
+        before = [f for f in _listing(tmp_path / "arena") if not f[0].startswith("ledger.jsonl")]
+        out = arena.submit(folder, "A", secret, allow_weak=True)
+        assert out["rejected"] and out["kind"] == kind, out
+        data = arena.ledger.events()[-1]["payload"]
+        assert data["name"].startswith("refused-") and name_key(data["name"]) not in reserved_names() | taken
+        assert data["message"] == public_message(kind, False) and STATIC_SENTENCES[kind] in data["message"]
+        for theirs in (folder_name, name, "VISIT", "EVIL", "mallory"):
+            assert theirs not in data["message"] and theirs not in data["name"], (theirs, data)
+        assert data["author"] == ("unknown" if author == "baseline" else author)
+        assert [f for f in _listing(tmp_path / "arena") if not f[0].startswith("ledger.jsonl")] == before
+    ids = [e["payload"]["name"] for e in arena.ledger.events() if e["kind"] == "rejection"]
+    assert len(set(ids)) == len(cases)  # each folder its own id
