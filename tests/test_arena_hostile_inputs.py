@@ -314,3 +314,36 @@ def test_a_refused_folder_is_never_recorded_under_a_reserved_or_chosen_name(tmp_
         assert [f for f in _listing(tmp_path / "arena") if not f[0].startswith("ledger.jsonl")] == before
     ids = [e["payload"]["name"] for e in arena.ledger.events() if e["kind"] == "rejection"]
     assert len(set(ids)) == len(cases)  # each folder its own id
+
+
+# ----------------------------------------------------------------- class: the question smuggled in a probe
+QUESTION = "What is the special magic number for madly-cartridge mentioned in the provided text?"
+SMUGGLED = {  # each carries QUESTION to a query-agnostic board's compression
+    "zero_width_in_a_word": "Answer: What is the spe\u200bcial ma\u200cgic num\u200dber for madly-cartridge "
+                            "mentioned in the provided text?",
+    "other_format_chars": "What\u2060 is the\u00ad special \ufeffmagic number for\u200e madly-cartridge mentioned in "
+                          "the provided text",
+    "space_variants": "What\u00a0is\u3000the\u2003special\tmagic\nnumber for madly\u2011cartridge mentioned in the "
+                      "provided text?",
+    "fullwidth_and_case": "ＷＨＡＴ IS THE SPECIAL MAGIC NUMBER FOR MADLY-CARTRIDGE MENTIONED IN THE PROVIDED TEXT",
+    "look_alike_letters": "Whаt is thе spеcial magic number for madly-cartridge mеntioned in the provided tеxt?",
+    "combining_marks": "Wh\u0301at is the spe\u0300cial magic number for madly-cartridge mentioned in the provided "
+                       "text?",
+    "punctuation_changed": "what-is the special_magic number, for madly/cartridge; mentioned in: the provided text!",
+    "words_run_together": "Remember: whatisthespecialmagicnumberformadlycartridgementionedintheprovidedtext",
+    "a_word_changed": "Tell me: what is the special magic code for madly-cartridge mentioned in the given text?",
+}
+
+
+@pytest.mark.parametrize("case", sorted(SMUGGLED))
+def test_a_probe_carrying_the_question_in_disguise_is_refused(case):
+    """Zero-width and other format characters, other spaces, NFKC forms, case, look-alike letters, combining
+    marks, changed punctuation, the words run together or one word changed: ``probe_is_question`` each time; a
+    probe written without the question passes."""
+    from cachecraft_lib.arena.submissions.probes import check_not_question
+
+    with pytest.raises(SubmissionError) as err:
+        check_not_question(["List every name and number in the text above.", SMUGGLED[case]], [QUESTION])
+    assert err.value.kind == "probe_is_question" and "madly" not in str(err.value)
+    check_not_question(["List every name, number, code, and key fact stated in the text above.",
+                        "Repeat the previous context exactly.", "Which numbers does the text mention?"], [QUESTION])

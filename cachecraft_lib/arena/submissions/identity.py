@@ -30,10 +30,17 @@ def _folded(text: str) -> str:
 CONFUSABLES = str.maketrans("асеһіјкморԛѕуԝхԁвнтαβεικμορτχ", "acehijkmopqsywxdbhtabeikmoptx")
 
 
+def fold(text: str) -> str:
+    """Text as the arena compares what it hides (authors, names, probes against questions): NFKC, format,
+    control and combining characters and invisible fillers removed, casefolded, common Cyrillic and Greek
+    look-alikes of Latin letters folded (``CONFUSABLES``)."""
+    return _folded(str(text)).translate(CONFUSABLES)
+
+
 def author_key(author: str) -> str:
     """The author as the rate limit counts it: NFKC, casefold, invisible characters removed, common Cyrillic and
     Greek look-alikes of Latin letters folded (``CONFUSABLES``), whitespace trimmed and collapsed."""
-    return " ".join(_folded(str(author)).translate(CONFUSABLES).split())
+    return " ".join(fold(author).split())
 
 
 def name_key(name: str) -> str:

@@ -6,21 +6,27 @@ in the text above"), needs the model's queries for that text; KVzip's replay is 
 fixed before the method runs (they are in the metadata, part of the submission's identity), bounded in number
 (``MAX_PROBES``), characters (``MAX_PROBE_CHARS``) and tokens (``MAX_PROBE_TOKENS``), and on a query-agnostic board
 a probe may never carry the board's question (``check_not_question``, per context, before anything runs): the
-question is what the board hides from the compression.
+question is what the board hides from the compression. The comparison is of words after folding away what does
+not change the text a model reads (zero-width and other format characters, every kind of space, case, NFKC
+forms, combining marks, look-alike letters), and it catches near copies too (the words run together, or most
+of them in order with a few changed); a paraphrase in other words is beyond a string check.
 """
 
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Iterable
+from difflib import SequenceMatcher
 from typing import Any
 
 from .errors import SubmissionError
+from .identity import fold
 
 MAX_PROBES = 4
 MAX_PROBE_CHARS = 400
 MAX_PROBE_TOKENS = 128
+NEAR_MIN_WORDS, NEAR_SHARE = 5, 0.8  # a question of 5+ words is carried by a probe holding 80% of them in order
+NEAR_MIN_CHARS = 16  # a question's letters run together are looked for when there are this many (not "x")
 
 
 def _refuse(kind: str, message: str):
@@ -45,24 +51,47 @@ def check_probes(value: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
+def words(text: str) -> list[str]:
+    """The words the question check compares: ``identity.fold`` (NFKC; format characters such as zero-width
+    spaces and joiners, controls, combining marks and fillers removed; casefold; look-alike letters folded),
+    then runs of letters and digits (every kind of space, punctuation and symbol separates words)."""
+    return re.findall(r"[^\W_]+", fold(text))
+
+
 def normalise(text: str) -> str:
-    """Text as the question check compares it: NFKC, casefold, only letters and digits, single spaces."""
-    text = unicodedata.normalize("NFKC", text).casefold()
-    return " ".join(re.sub(r"[^\w]+", " ", text).split())
+    """Text as the question check compares it: ``words`` joined by single spaces."""
+    return " ".join(words(text))
+
+
+def _near_copy(question: list[str], probe: list[str]) -> bool:
+    """``probe`` holds ``question``: its words in a row, its letters with the separators removed (a question
+    whose words were run together), or, for a question of ``NEAR_MIN_WORDS`` or more, at least ``NEAR_SHARE``
+    of its words in order (a question with a word or two changed, added or dropped); the letters run together
+    only for a question of ``NEAR_MIN_CHARS`` letters or more (a short one would be found inside any text)."""
+    if f" {' '.join(question)} " in f" {' '.join(probe)} ":
+        return True
+    joined = "".join(question)
+    if len(joined) >= NEAR_MIN_CHARS and joined in "".join(probe):
+        return True
+    if len(question) < NEAR_MIN_WORDS:
+        return False
+    blocks = SequenceMatcher(None, question, probe, autojunk=False).get_matching_blocks()
+    return sum(b.size for b in blocks) >= NEAR_SHARE * len(question)
 
 
 def check_not_question(probes: Iterable[str], questions: Iterable[str]) -> None:
-    """On a query-agnostic board: ``SubmissionError("probe_is_question")`` when a probe contains a question of the
-    context (after ``normalise``; a question contained in a probe, or equal to it, leaks it to the compression)."""
+    """On a query-agnostic board: ``SubmissionError("probe_is_question")`` when a probe carries a question of the
+    context (``words`` of both compared by ``_near_copy``: a question contained in a probe, equal to it, or a
+    near copy of it leaks it to the compression)."""
+    probe_words = [words(p) for p in probes]
     for question in questions:
-        q = normalise(question)
+        q = words(question)
         if not q:
             continue
-        for probe in probes:
-            if q in normalise(probe):
-                raise _refuse("probe_is_question", "a probe contains the board's question; on a query-agnostic "
-                                                   "board the compression may not see the question: use a probe "
-                                                   "written before the board's items are known")
+        if any(_near_copy(q, p) for p in probe_words):
+            raise _refuse("probe_is_question", "a probe contains the board's question; on a query-agnostic "
+                                               "board the compression may not see the question: use a probe "
+                                               "written before the board's items are known")
 
 
 def probe_ids(tokenizer: Any, probes: Iterable[str]) -> list:
