@@ -152,3 +152,8 @@ class Reader:
             raise FrameError("bytes after the frame (one reply per request)")
         frame, self.header, self.buf = (self.header, bytes(self.buf)), None, bytearray()
         return frame
+
+    def finish(self) -> None:
+        """The stream ended: ``FrameError`` if it ended inside a frame (a cut header or payload)."""
+        if self.header is not None or self.buf:
+            raise FrameError("the stream ended inside a frame")
