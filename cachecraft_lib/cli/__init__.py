@@ -10,9 +10,9 @@ import logging
 import sys
 
 from .. import __version__
-from . import arena, evolve, grid, latency, serve, suite, tiny
+from . import arena, doctor, evolve, grid, latency, serve, suite, tiny
 
-GROUPS = (suite, tiny, grid, latency, evolve, serve, arena)
+GROUPS = (suite, tiny, grid, latency, evolve, serve, arena, doctor)
 
 
 def build_parser() -> argparse.ArgumentParser:

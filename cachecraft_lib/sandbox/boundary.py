@@ -58,6 +58,8 @@ def _probe() -> tuple[str | None, int]:
     """(why bubblewrap cannot run the sandbox here or None, the runtime's address space in bytes once numpy is
     imported: the base of its RLIMIT_AS, since the sandbox has no ``/proc`` to read it from); tried once."""
     exe = bwrap.find()
+    if exe is None and os.environ.get(bwrap.BWRAP_ENV):
+        return f"{bwrap.BWRAP_ENV} names no executable file; point it at a bubblewrap binary, or unset it", 0
     if exe is None:
         return f"no bubblewrap (`bwrap` is not on PATH); {INSTALL_BWRAP}", 0
     uid = bwrap.outside_uid()

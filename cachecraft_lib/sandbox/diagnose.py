@@ -1,0 +1,81 @@
+"""Which boundary this machine gives the sandbox, and what to install or configure for the full one.
+
+``diagnose()`` checks the parts as ``boundary.plan`` does (never raising) and says, for an organiser, which
+of four levels this machine reaches: ``full v1`` / ``full v2`` (bubblewrap + the filter + a cgroup v1 or
+v2), ``whole, no cgroup`` (bubblewrap + the filter; one process under its own limits), or ``weak`` (a part
+of the wall is missing: nothing untrusted runs unless weakening is allowed), with one line of advice per
+missing part. ``cachecraft doctor`` prints it (``--json`` for scripts).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field
+
+from . import boundary, bwrap, cgroup_mode, seccomp
+
+LEVELS = {boundary.FULL: "full v1", boundary.FULL_V2: "full v2", boundary.NO_CGROUP: "whole, no cgroup"}
+
+
+@dataclass
+class Diagnosis:
+    """The boundary's name and level, each part's state, and what to do for the full boundary."""
+
+    boundary: str
+    level: str
+    parts: dict[str, str]
+    advice: list[str] = field(default_factory=list)
+
+    @property
+    def whole(self) -> bool:
+        return self.level != "weak"
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "whole": self.whole}
+
+
+def _cgroup_advice(mode: cgroup_mode.CgroupMode) -> str:
+    if cgroup_mode.forced_off():
+        return f"unset {cgroup_mode.NO_CGROUP_ENV} to use a cgroup where this machine has one"
+    return ("for a cgroup (memory and tasks of the whole sandbox): on cgroup v2, run the harness in a delegated "
+            "cgroup (a systemd unit with Delegate=yes, or a container that delegates its cgroup) or in a systemd "
+            "user session (`loginctl enable-linger $USER`; then `systemd-run --user --scope` works); on cgroup v1, "
+            "run as root or make memory, pids and cpuacct folders writable for this user. "
+            f"(Why none now: {mode.why})")
+
+
+def diagnose() -> Diagnosis:
+    """This machine's boundary (``boundary.plan`` with weakening allowed, so it never raises) and advice."""
+    plan = boundary.plan(allow_weak=True)
+    mode = plan.cgroup
+    exe = bwrap.find()
+    uid = bwrap.outside_uid()
+    parts = {
+        "bwrap": plan.missing.get("bwrap") or f"ok ({exe})",
+        "seccomp": plan.missing.get("seccomp") or "ok (default-deny allowlist, libseccomp)",
+        "cgroup": {"v1": "ok (cgroup v1)", "v2": f"ok (cgroup v2, delegated: {mode.parent})",
+                   "scope": "ok (cgroup v2, systemd user scope)"}.get(mode.kind, f"none: {mode.why}"),
+        "uid outside": (f"{uid} (the harness is root; the sandbox runs as this unprivileged uid)" if uid is not None
+                        else f"{os.geteuid()} (the harness's own, unprivileged)"),
+    }
+    advice = []
+    if "bwrap" in plan.missing:
+        advice.append(f"bubblewrap: {boundary.INSTALL_BWRAP}; it needs unprivileged user namespaces")
+    if "seccomp" in plan.missing:
+        advice.append(f"seccomp: {seccomp.missing()}")
+    if mode.kind is None:
+        advice.append(_cgroup_advice(mode))
+    if "bwrap" in plan.missing or "seccomp" in plan.missing:
+        advice.append(f"until then nothing untrusted runs; to run anyway behind a weaker boundary (recorded with "
+                      f"every result) pass --allow-weak-sandbox or set {boundary.WEAK_ENV}=1")
+    return Diagnosis(plan.name, LEVELS.get(plan.name, "weak"), parts, advice)
+
+
+def report(found: Diagnosis) -> str:
+    """``found`` as lines for a terminal."""
+    lines = [f"sandbox boundary: {found.level} ({found.boundary})"]
+    lines += [f"  {part}: {state}" for part, state in found.parts.items()]
+    if found.advice:
+        lines.append("for the full boundary:" if found.whole else "to make it whole:")
+        lines += [f"  - {line}" for line in found.advice]
+    return "\n".join(lines)
