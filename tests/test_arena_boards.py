@@ -92,6 +92,28 @@ def test_write_budgets_round_trip_and_refuses_bad(tmp_path):
     assert path.read_text() == before  # a rejected calibration leaves the file as it was
 
 
+def test_hub_dev_and_test_are_disjoint_by_construction(monkeypatch):
+    """On the hub path (``paper`` profile) dev and test are drawn from one RULER pool; each row's split is fixed by
+    its context (``items.hub_part``), so no seed, round or sample size puts a context in both."""
+    from cachecraft_lib.arena.boards import items as board_items_mod
+
+    board = load_boards("paper")["A"]
+    rows = [{"task": t, "context": f"{t} haystack {i % 40}", "question": f"q{i}", "answer_prefix": "",
+             "answer": [str(i)], "max_new_tokens": 8} for t in board.tasks for i in range(60)]  # 40 contexts per task
+    pool = pd.DataFrame(rows)
+    monkeypatch.setattr(board_items_mod.ruler_data, "load_hf", lambda length: pool.copy())
+    secret = bytes(range(32))
+    dev = board_items_mod.board_items(board, "dev", None, source="hf")
+    assert set(dev.task) == set(board.tasks)
+    for round_ in (1, 2, 3):
+        test = board_items_mod.board_items(board, "test", None, secret=secret, round_=round_, source="hf")
+        assert len(test) and not set(dev.context) & set(test.context), round_
+    for split in ("dev", "test"):  # the halves partition the pool, and neither is empty
+        assert {board_items_mod.hub_part(c) for c in (dev if split == "dev" else test).context} == {split}
+    big = board_items_mod._hub_contexts(pool, 60, 7, board.tasks, "dev")  # more than a half asked for: still dev's
+    assert set(big.context) and {board_items_mod.hub_part(c) for c in big.context} == {"dev"}
+
+
 # ---------------------------------------------------------------------------------------------- scoring
 def _rows(spec, full_entries=1000, prefill_flops=1000):
     """Hand-made evaluation rows: spec = [(method, budget, item, task, score, logical, physical, flops)]."""

@@ -7,11 +7,13 @@ disk here: whoever can read the checkout can read ``data/ruler/``, so a cached t
 On query-agnostic boards (B) each context carries several questions (``questions_per_context``): the RULER
 question plus questions, in RULER's own wording, about the context's other needles (NIAH) or documents (QA),
 as the embedded model was trained to answer (``tiny.samples``). One compressed cache answers all of them.
-With the hub reachable (``paper`` profile), items are drawn from ``simonjegou/ruler`` by the same seeds.
+With the hub reachable (``paper`` profile), items are drawn from ``simonjegou/ruler`` by the same seeds, dev
+and test from two disjoint halves of each task's rows (``hub_part``), so no context is in both splits.
 """
 
 from __future__ import annotations
 
+import hashlib
 import random
 from typing import Any
 
@@ -47,7 +49,7 @@ def board_items(board: Board, split: str, tokenizer: Any, secret: bytes | None =
     per_task = board.items[split]
     frames = []
     for length in board.lengths:
-        rows = _contexts(length, tokenizer, per_task, seed, board.tasks, source, cache=split == "dev")
+        rows = _contexts(length, tokenizer, per_task, seed, board.tasks, source, cache=split == "dev", split=split)
         frames.append(_expand(rows, length, board.questions_per_context, seed))
     items = pd.concat(frames, ignore_index=True)[COLUMNS]
     cap = PROFILES[board.profile].max_new_tokens if board.profile in PROFILES else None
@@ -59,24 +61,32 @@ def board_items(board: Board, split: str, tokenizer: Any, secret: bytes | None =
 
 def generated_contexts(board: Board, tokenizer: Any, seed: int, source: str = "offline") -> pd.DataFrame:
     """One context per task at the board's first length, drawn by ``seed`` as a split's are (never cached):
-    what a judge prefills to compare methods on layers like the board's."""
-    return _contexts(board.lengths[0], tokenizer, 1, seed, board.tasks, source, cache=False)
+    what a judge prefills to compare methods on layers like the board's (from the hub's dev half: public)."""
+    return _contexts(board.lengths[0], tokenizer, 1, seed, board.tasks, source, cache=False, split="dev")
 
 
 def _contexts(length: int, tokenizer: Any, per_task: int, seed: int, tasks: tuple[str, ...], source: str,
-              cache: bool) -> pd.DataFrame:
+              cache: bool, split: str) -> pd.DataFrame:
     if source == "hf" or (source == "auto" and ruler_data.hub_reachable()):
-        return _hub_contexts(length, per_task, seed, tasks)
+        return _hub_contexts(ruler_data.load_hf(length), per_task, seed, tasks, split)
     if cache:
         return ruler_data.load_offline(length, tokenizer, per_task, seed, list(tasks))
     return ruler_data.generate(length, tokenizer, per_task, seed, list(tasks))
 
 
-def _hub_contexts(length: int, per_task: int, seed: int, tasks: tuple[str, ...]) -> pd.DataFrame:
-    """``per_task`` rows of each task of KVPress's RULER, chosen by the split's seed."""
-    df = ruler_data.load_hf(length)
+def hub_part(context: str) -> str:
+    """The split a hub row may be drawn into, fixed by its context's text alone (a public digest): dev and test
+    are disjoint by construction, whatever the seeds and sample sizes, and about half the rows go to each."""
+    return SPLITS[hashlib.sha256(context.encode()).digest()[0] & 1]
+
+
+def _hub_contexts(df: pd.DataFrame, per_task: int, seed: int, tasks: tuple[str, ...], split: str) -> pd.DataFrame:
+    """``per_task`` rows of each task of KVPress's RULER (``df``) from ``split``'s half, chosen by its seed."""
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+    df = df[df["task"].isin(tasks) & (df["context"].map(hub_part) == split)]
     picked = [rows.sample(n=min(per_task, len(rows)), random_state=seed % 2**32)
-              for _, rows in df[df["task"].isin(tasks)].groupby("task", sort=False)]
+              for _, rows in df.groupby("task", sort=False)]
     return pd.concat(picked, ignore_index=True)
 
 
