@@ -43,13 +43,18 @@ $(TEST_EXTRAS): pyproject.toml $(STAMP)
 	@touch $(TEST_EXTRAS)
 
 # The arena site's browser tests (tests/test_site.py) open pages in headless Chromium: installed from Debian when
-# missing and we are root (CI); elsewhere those tests are skipped and say how to install it.
+# missing and we are root (CI); elsewhere those tests are skipped and say how to install it. With
+# CACHECRAFT_REQUIRE_BROWSER=1 (set by .ci/run) a Chromium that cannot be had stops here with an error, and the
+# browser tests fail instead of skipping, so CI is never green without its real-browser checks.
 browser:
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	  [ -n "$$CACHECRAFT_CHROMIUM" ] || \
 	  { if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	      (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) || \
-	      echo "could not install chromium: the browser tests will be skipped"; \
-	    else echo "chromium not found (not root): the browser tests will be skipped; apt-get install chromium"; fi; }
+	      { echo "could not install chromium: the browser tests will be skipped"; \
+	        [ "$${CACHECRAFT_REQUIRE_BROWSER:-0}" = 0 ] || { echo "CACHECRAFT_REQUIRE_BROWSER is set: stopping"; exit 1; }; }; \
+	    else echo "chromium not found (not root): the browser tests will be skipped; apt-get install chromium"; \
+	      [ "$${CACHECRAFT_REQUIRE_BROWSER:-0}" = 0 ] || { echo "CACHECRAFT_REQUIRE_BROWSER is set: stopping"; exit 1; }; fi; }
 
 test: $(TEST_EXTRAS) sandbox-tools browser
 	$(BIN)/cachecraft fetch-instruct

@@ -1,11 +1,14 @@
-"""``cachecraft arena site``: the leaderboard as a static site, checked as HTML and, where Chromium is
-installed, in a real headless browser opening the pages from disk (DOM, screenshot, a hostile DESCRIPTION.md
-that must stay text, a tampered ledger that must say so)."""
+"""``cachecraft arena site``: the leaderboard as a static site, checked as HTML (every page's
+Content-Security-Policy among it) and, where Chromium is installed, in a real headless browser opening the pages
+from disk (DOM, screenshot, a hostile DESCRIPTION.md that must stay text, a tampered ledger that must say so, an
+inline script the policy must block). With ``CACHECRAFT_REQUIRE_BROWSER=1`` (CI: ``.ci/run``) a missing Chromium
+fails the browser tests instead of skipping them."""
 
 from __future__ import annotations
 
 import json
 import os
+from html.parser import HTMLParser
 import re
 import shutil
 import subprocess
@@ -69,6 +72,86 @@ def _tamper(ledger: Path) -> None:
     lines = ledger.read_text().splitlines()
     lines[1] = lines[1].replace('"overall": 0.5', '"overall": 0.9')
     ledger.write_text("\n".join(lines) + "\n")
+
+
+class _Head(HTMLParser):
+    """The Content-Security-Policy values of a page's ``<meta http-equiv>`` tags, whether each came before any
+    tag that loads or runs something (a policy given after them does not cover them), and any active content."""
+
+    LOADS = {"script", "link", "img", "style", "iframe", "object", "embed", "base", "body"}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.policies: list[tuple[str, bool]] = []
+        self.loaded = False
+        self.in_head = False
+        self.active: list[str] = []  # script tags, event-handler attributes, javascript: URLs
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        self.active += [tag] if tag == "script" else []
+        self.active += [f"{tag} {k}" for k, v in attrs if k.startswith("on") or
+                        (v or "").strip().lower().startswith("javascript:")]
+        if tag == "head":
+            self.in_head = True
+        elif tag == "meta" and (a.get("http-equiv") or "").lower() == "content-security-policy":
+            self.policies.append((a.get("content") or "", self.in_head and not self.loaded))
+        elif tag in self.LOADS:
+            self.loaded = True
+
+
+def _directives(policy: str) -> dict[str, list[str]]:
+    parts = [d.split() for d in policy.split(";") if d.strip()]
+    return {d[0].lower(): [v.lower() for v in d[1:]] for d in parts}
+
+
+def _strict(policy: str) -> list[str]:
+    """What makes ``policy`` less than strict for scripts: the problems, empty when none."""
+    d = _directives(policy)
+    problems = []
+    if "default-src" not in d or d["default-src"] != ["'none'"]:
+        problems.append(f"default-src is {d.get('default-src')}, not 'none'")
+    for name in ("script-src", "script-src-elem", "script-src-attr", "object-src", "connect-src", "frame-src"):
+        if name in d and d[name] != ["'none'"]:
+            problems.append(f"{name} is {d[name]}, not 'none'")
+    for values in d.values():
+        loose = [v for v in values if v in {"'unsafe-inline'", "'unsafe-eval'", "'unsafe-hashes'", "*", "data:",
+                                            "http:", "https:", "blob:"} and v != "data:"]
+        problems += [f"{v} allowed" for v in loose]
+    if "base-uri" not in d or "form-action" not in d:
+        problems.append("base-uri or form-action unset (default-src does not cover them)")
+    return problems
+
+
+def test_the_csp_check_refuses_loose_policies():
+    """The check below is not vacuous: each loosening of the site's policy is named."""
+    from cachecraft_lib.arena.site.markup import CSP
+
+    assert _strict(CSP) == []
+    for loose in (CSP.replace("default-src 'none'", "default-src 'self'"), CSP + "; script-src 'unsafe-inline'",
+                  CSP + "; script-src 'self' 'unsafe-eval'", CSP.replace("; base-uri 'none'", ""),
+                  CSP + "; script-src-attr 'unsafe-hashes'", CSP.replace("style-src 'self'", "style-src *")):
+        assert _strict(loose), loose
+
+
+@pytest.mark.parametrize("tampered", [False, True])
+def test_every_page_carries_a_strict_csp(arena, tmp_path, tampered):
+    """Every HTML file the site writes (found on disk, not listed here), verified or tampered: exactly one
+    Content-Security-Policy, in the head before anything loads, that runs no script at all."""
+    ledger, folder, _ = arena
+    if tampered:
+        _tamper(ledger)
+    write_site(ledger, tmp_path / "site", [folder], public_key=None if tampered else Ledger(ledger).public_key())
+    pages = sorted((tmp_path / "site").rglob("*.htm*"))
+    assert {p.parent.name for p in pages} == ({"site", "boards"} if tampered else {"site", "boards", "entries"})
+    for path in pages:
+        head = _Head()
+        head.feed(path.read_text())
+        assert len(head.policies) == 1, (path.name, head.policies)
+        policy, early = head.policies[0]
+        assert early, f"{path.name}: the policy comes after something it should cover"
+        assert _strict(policy) == [], (path.name, _strict(policy))
+        assert head.active == [], (path.name, head.active)
 
 
 # ----------------------------------------------------------------------------------------------- as HTML
@@ -183,12 +266,16 @@ def _chromium() -> str | None:
 
 
 CHROMIUM = _chromium()
-browser = pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium not found: `apt-get install chromium` "
-                                                      "(make test does it when run as root) or set CACHECRAFT_CHROMIUM")
+REQUIRED = os.environ.get("CACHECRAFT_REQUIRE_BROWSER", "") not in ("", "0")
+MISSING = ("headless Chromium not found: `apt-get install chromium` (make test does it when run as root) or set "
+           "CACHECRAFT_CHROMIUM")
+browser = pytest.mark.skipif(CHROMIUM is None and not REQUIRED, reason=MISSING)
 
 
 def _chrome(page: Path, *args: str) -> str:
     """Run headless Chromium on a file:// URL (flags for root in a container: no sandbox, no network services)."""
+    if CHROMIUM is None:  # only reached when CACHECRAFT_REQUIRE_BROWSER is set: a failure, not a skip
+        pytest.fail(f"CACHECRAFT_REQUIRE_BROWSER is set and {MISSING}")
     with tempfile.TemporaryDirectory() as profile:
         out = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                               "--no-first-run", "--disable-background-networking", "--disable-component-update",
@@ -245,3 +332,19 @@ def test_a_tampered_ledger_says_so_in_a_browser(arena, tmp_path):
     shot = tmp_path / "tampered.png"
     _chrome(tmp_path / "site" / "index.html", "--window-size=1300,800", f"--screenshot={shot}")
     assert shot.stat().st_size > 10_000
+
+
+@browser
+def test_the_csp_blocks_an_inline_script_in_a_browser(arena, tmp_path):
+    """Each kind of page the site writes, with an inline script and an event handler slipped in: Chromium runs
+    neither (the control page without the policy shows the same script does run)."""
+    ledger, folder, name = arena
+    write_site(ledger, tmp_path / "site", [folder])
+    evil = "<script>document.title='PWNED'</script><img src=x onerror=\"document.title='PWNED'\">"
+    control = tmp_path / "site" / "control.html"
+    control.write_text(f"<!DOCTYPE html><html><head><title>clean</title></head><body>{evil}</body></html>")
+    assert _title(_chrome(control, "--dump-dom")) == "PWNED"
+    for page in (tmp_path / "site" / "index.html", tmp_path / "site" / "boards" / "A.html",
+                 tmp_path / "site" / "entries" / slug("A", name)):
+        page.write_text(page.read_text().replace("<main>", "<main>" + evil, 1))
+        assert _title(_chrome(page, "--dump-dom")) != "PWNED", page.name
