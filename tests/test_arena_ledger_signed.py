@@ -242,3 +242,20 @@ class Ed25519Forger:
         from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
         return Ed25519PrivateKey.generate()
+
+
+def test_reads_verify_only_new_lines_and_an_edited_prefix_is_still_caught(tmp_path, monkeypatch):
+    """The verified prefix is kept (keyed by its bytes' size and SHA-256): a read after an append checks the new
+    line alone, and an edit inside the prefix, even one that keeps the file's size, is verified from line 1."""
+    ledger = _ledger(tmp_path)
+    assert len(ledger.events()) == 5
+    checked = []
+    real = signing.valid
+    monkeypatch.setattr(signing, "valid", lambda *a: checked.append(a) or real(*a))
+    ledger.append("points", {"name": "m0", "points": 1.0})
+    assert len(ledger.events()) == 6 and len(checked) == 1  # the appended line, verified once
+    text = ledger.path.read_text()
+    ledger.path.write_text(text.replace('"overall": 0.51', '"overall": 0.91', 1))  # same size, signed line edited
+    assert ledger.path.stat().st_size == len(text.encode())
+    with pytest.raises(LedgerTampered, match="line 3"):
+        ledger.events()

@@ -47,7 +47,21 @@ def _submission(tmp_path: Path, name: str, author: str = "tester", src: Path = A
     return folder
 
 
-def _files(root: Path, skip: tuple[str, ...] = ("ledger.jsonl", "ledger.jsonl.head")) -> dict[str, str]:
+def _assert_boundary_recorded(recorded: dict, weak_allowed: bool) -> None:
+    """The entry names the boundary this machine gives, exactly, and says whether it is weak: a "weak: ..."
+    boundary never passes as a whole one."""
+    from cachecraft_lib.sandbox import boundary
+
+    expected = boundary.plan(True).name
+    whole = getattr(boundary, "WHOLE", (boundary.FULL,))
+    assert recorded["sandbox"] == expected
+    assert recorded["sandbox_weak"] is (expected not in whole) and recorded["weak_sandbox_allowed"] is weak_allowed
+    if recorded["sandbox"].startswith("weak"):
+        assert recorded["sandbox_weak"] is True
+
+
+def _files(root: Path, skip: tuple[str, ...] = ("ledger.jsonl", "ledger.jsonl.head", "ledger.jsonl.lock")) \
+        -> dict[str, str]:
     return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*"))
             if p.is_file() and p.name not in skip}
 
@@ -111,6 +125,45 @@ def test_a_baseline_named_submission_is_refused_and_changes_no_file(arena, tmp_p
     assert [e["kind"] for e in events].count("rejection") == 1
 
 
+@pytest.mark.slow
+def test_a_weak_boundary_allowed_through_the_environment_is_recorded_as_weak(arena, tmp_path, monkeypatch):
+    """CACHECRAFT_ALLOW_WEAK_SANDBOX=1 (no flag in code) on a machine missing the boundary's parts: the entry
+    says weak, names the weak boundary and records that weakness was allowed."""
+    from cachecraft_lib.sandbox import boundary
+
+    missing = {"bwrap": "not here (test)", "seccomp": "not here (test)", "cgroup": "not here (test)"}
+    monkeypatch.setattr(boundary, "missing_parts", lambda *a, **k: dict(missing))
+    monkeypatch.setenv(boundary.WEAK_ENV, "1")
+    out = arena.submit(_submission(tmp_path, "weakly"), "A", SECRET)
+    assert not out.get("rejected"), out
+    recorded = [e["payload"] for e in arena.ledger.events() if e["kind"] == "submission"][-1]
+    _assert_boundary_recorded(recorded, weak_allowed=True)
+    assert recorded["sandbox_weak"] is True and recorded["sandbox"].startswith("weak")
+
+
+@pytest.mark.slow
+def test_every_evaluation_on_test_items_is_a_ledger_event(arena, tmp_path):
+    """A ``test_look`` (author, program hash, board, round) before each run on test items, scored or crashed;
+    none for a refusal before anything ran, nor for a reveal; the leaderboard counts them per author."""
+    from cachecraft_lib.arena.scoring import leaderboard
+
+    def looks() -> list[dict]:
+        return [e["payload"] for e in arena.ledger.events() if e["kind"] == "test_look"]
+
+    assert [(x["author"], x["program"]) for x in looks()] == [("baseline", "baseline:snapkv")]
+    entry = arena.submit(_submission(tmp_path, "looked", "Looker"), "A", SECRET)
+    after = looks()
+    assert len(after) == 2 and after[-1] == {"board": "A", "round": 1, "author": "Looker", "author_key": "looker",
+                                             "name": "looked", "program": entry["code_sha256"]}
+    arena.submit(_submission(tmp_path, "crashes", "looker", src=ASSETS / "crash"), "A", SECRET)
+    assert len(looks()) == 3  # a crash on the test items was a look too
+    arena.submit(_submission(tmp_path, "snapkv", "looker"), "A", SECRET)  # refused before anything ran
+    arena.reveal(SECRET)
+    assert len(looks()) == 3
+    table = leaderboard.leaderboard(arena.ledger.events(), "A").set_index("name")
+    assert table.loc["looked", "test_looks"] == 2 and table.loc["snapkv", "test_looks"] == 1
+
+
 @pytest.mark.parametrize("name", ["snapkv", "snap-kv", "snap_kv", "streaming-llm", "no-press", "full", "pyramid-kv",
                                   "h2o", "expected-attention"])
 def test_reserved_names_in_any_spelling(tmp_path, name):
@@ -126,7 +179,7 @@ def test_results_live_under_the_entrys_ledger_id_and_never_overwrite(arena, tmp_
     again = arena.submit(_submission(tmp_path, "norms"), "A", SECRET)  # the same author resubmits: a new entry
     assert first["entry_id"] != again["entry_id"]
     recorded = [e["payload"] for e in arena.ledger.events() if e["kind"] == "submission"][-1]
-    assert recorded["sandbox"] and recorded["weak_sandbox_allowed"] is False  # the boundary it ran behind
+    _assert_boundary_recorded(recorded, weak_allowed=False)
     files = {p.name for p in (arena.root / "private" / "round1" / "A").iterdir()}
     assert {f"{first['entry_id']}.parquet", f"{again['entry_id']}.parquet", "baseline-snapkv.parquet"} <= files
     other = arena.submit(_submission(tmp_path, "norms", author="someone-else"), "A", SECRET)

@@ -90,3 +90,36 @@ def test_an_entry_recorded_without_an_interval_shares_every_rank_it_could_hold()
     table = leaderboard.leaderboard(events).set_index("name")
     assert table.loc["a", "rank_range"] == "1-2" and table.loc["c", "rank_range"] == "1-3"
     assert table.loc["b", "rank_range"] == "2-3"
+
+
+def test_pairs_with_per_unit_values_are_paired_even_when_another_entry_has_none():
+    """One entry without per-unit values no longer sends the whole board back to interval overlap: the pairs
+    that have them are ranked by their paired difference (table_arena_leaderboard's FRC alone at rank 1)."""
+    units = _units({"mine": 0.64, "snapkv": 0.60}, {"mine": 0.01, "snapkv": 0.01})
+    events = [_entry("mine", 0.64, half=0.08), _entry("snapkv", 0.60, half=0.08), _entry("old", 0.30, half=0.02)]
+    table = leaderboard.leaderboard(events, units=lambda b, n: units.get(n)).set_index("name")
+    assert table.loc["mine", "rank_range"] == "1" and table.loc["snapkv", "rank_range"] == "2"
+    assert table.loc["old", "rank_basis"] == leaderboard.OVERLAP
+    assert table.loc["mine", "rank_basis"].startswith(leaderboard.PAIRED) and "where both" in table.loc["mine",
+                                                                                                        "rank_basis"]
+
+
+def test_the_units_loader_finds_entries_recorded_after_it_was_made(tmp_path):
+    from cachecraft_lib.arena.scoring.ledger import Ledger
+
+    ledger = Ledger(tmp_path / "ledger.jsonl")
+    ledger.append("baseline", {"board": "A", "name": "snapkv", "round": 1})
+    load = leaderboard.units_loader(tmp_path)  # made before the entry exists (notebook 07 made it early)
+    event = ledger.append("submission", {"board": "A", "name": "late", "round": 1})
+    folder = tmp_path / "private" / "round1" / "A"
+    folder.mkdir(parents=True)
+    pd.DataFrame({"context_id": ["c0"], "overall": [0.7]}).to_parquet(folder / f"entry-{event['seq']}.parquet")
+    assert float(load("A", "late").overall.iloc[0]) == 0.7
+
+
+def test_test_looks_are_counted_per_author():
+    look = {"kind": "test_look", "payload": {"board": "A", "author": "Agent1", "program": "x", "round": 1}}
+    other = {"kind": "test_look", "payload": {"board": "A", "author": "agent\u200b1", "program": "y", "round": 1}}
+    events = [_entry("agent1", 0.5), look, other, {"kind": "test_look", "payload": {"board": "B", "author": "agent1"}}]
+    table = leaderboard.leaderboard(events)
+    assert table.test_looks.tolist() == [2]  # board A's two looks, one author however spelled

@@ -9,6 +9,12 @@
   kind and author (``refusals``: on test items without the method's text); nothing else changes.
 - ``reveal``: check the round's salted commitment against the secret and show the test seeds.
 
+Every evaluation of any program on a round's test items is a ``test_look`` ledger event (author, program hash,
+board, round), recorded before it runs: the leaderboard counts them per author. ``dev`` and ``submit`` return
+dataclasses (``results.DevReport``, ``results.Entry``/``results.Rejection``) that also read like the dicts
+they replace. ``submit`` reads (and verifies) the ledger once before running and once under the lock at
+recording (``recording.record_submission``); the ledger verifies only lines it has not seen.
+
 Per-unit test values stay outside the ledger, under ``<root>/private/round<r>/<board>/<entry id>.parquet``
 (``baseline-<name>`` or ``entry-<ledger seq>``, an entry's own file, never overwritten); the gate reads the
 board's best entry's values from there.
@@ -18,7 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,11 +34,13 @@ from ..methods.registry import NO_PRESS
 from ..paths import results_dir
 from ..profiles import PROFILES, board_data_profile, get_profile
 from ..sandbox import BoundaryUnavailable, plan
+from ..sandbox import boundary as os_boundary
 from .board_runner import BoardRunner, Contender, baseline_contender, submission_contender
 from .boards.boards import Board, load_boards
 from .boards.items import board_items, split_seed
+from .recording import best_entry, entry_payload, payload, private_path, record_submission, save_units
+from .results import DevReport, Entry, Rejection
 from .scoring import score
-from .scoring.gate import gate
 
 
 @dataclass
@@ -47,6 +54,7 @@ class Arena:
     boards: dict[str, Board] = field(init=False)
     _loaded: tuple[Any, Any] | None = field(default=None, init=False, repr=False)
     _loaded_name: str | None = field(default=None, init=False, repr=False)
+    _ledger: Any = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.boards = load_boards(board_data_profile(self.profile))  # the gpu stand-in: smoke boards
@@ -63,9 +71,13 @@ class Arena:
 
     @property
     def ledger(self):
+        """The arena's ledger, one object (it keeps its verified prefix: each read checks only new lines)."""
         from .scoring.ledger import Ledger
 
-        return Ledger(self.root / "ledger.jsonl")
+        path = Path(self.root) / "ledger.jsonl"
+        if self._ledger is None or self._ledger.path != path:
+            self._ledger = Ledger(path)
+        return self._ledger
 
     def model(self, board: Board | None = None) -> tuple[Any, Any]:
         """The profile's model, or the board's own (board C names a reasoning model on the paper profile)."""
@@ -118,20 +130,17 @@ class Arena:
         rows.to_parquet(path)
         return rows
 
-    def dev(self, board_name: str, contender: Contender) -> dict[str, Any]:
+    def dev(self, board_name: str, contender: Contender) -> DevReport:
         """The contender on the dev items beside the baselines: scores with intervals, gain over the best."""
         board = self.board(board_name)
         base = self.dev_baselines(board)
         items = self.items(board, "dev")
         rows = self.run(board, items, [contender])
-        return score.dev_report(base, rows, board, contender.name)
+        return DevReport(method=contender.name, **score.dev_report(base, rows, board, contender.name))
 
     # --------------------------------------------------------------------------------------- test
     def _private(self, round_: int, board: str, entry_id: str) -> Path:
-        """An entry's per-unit test values, named by its ledger id (``baseline-<name>``, ``entry-<seq>``)."""
-        if not ENTRY_ID.fullmatch(entry_id):
-            raise ValueError(f"not an entry id: {entry_id!r}")
-        return self.root / "private" / f"round{int(round_)}" / board / f"{entry_id}.parquet"
+        return private_path(self.root, round_, board, entry_id)
 
     def ensure_round(self, secret: bytes, round_: int, origin: str = "given") -> None:
         """Record the round's salted commitment to the secret once (``submit``/``reveal`` check it later)."""
@@ -139,70 +148,71 @@ class Arena:
 
         ensure_round(self.ledger, secret, round_, self.profile, self.weak_secret_ok, origin)
 
+    def run_test(self, board: Board, secret: bytes, round_: int, contenders: list[Contender],
+                 looks: list[dict[str, str]]) -> pd.DataFrame:
+        """``contenders`` on the round's test items, after one ``test_look`` event each (``looks``: author and
+        program of each): a look counts whether the run then scores, is refused or crashes."""
+        for look in looks:
+            self.ledger.append("test_look", {"board": board.name, "round": int(round_), **look})
+        return self.run(board, self.items(board, "test", secret, round_), contenders)
+
     def record_baselines(self, board_name: str, secret: bytes, round_: int = 1) -> pd.DataFrame:
-        """The board's baselines on the round's test items, in the ledger (skipped when already there)."""
+        """The board's baselines on the round's test items, in the ledger (skipped when already there); under
+        the ledger's lock, so two processes never record them twice."""
         board = self.board(board_name)
         self.ensure_round(secret, round_)
-        done = {(_payload(e)["board"], _payload(e)["name"]) for e in self.ledger.events()
-                if e.get("kind") == "baseline" and _payload(e).get("round") == round_}
-        todo = [b for b in board.baselines if (board.name, b) not in done]
-        if not todo:
-            return pd.DataFrame()
-        items = self.items(board, "test", secret, round_)
-        rows = self.run(board, items, [baseline_contender(b) for b in todo if b != NO_PRESS])
-        units = score.unit_values(rows, board)
-        scores = score.method_scores(units)
-        best = score.best_baseline(scores)
-        for name in todo:
-            self._save_units(units[units.method == name], self._private(round_, board.name, f"baseline-{name}"))
-            ok, why = score.eligible(scores.loc[name], board, scores.loc[best])
-            self.ledger.append("baseline", _entry(board, name, "baseline", round_, scores.loc[name], ok, why,
-                                                  units.attrs["excluded_tasks"]))
+        with self.ledger.lock():
+            done = {(payload(e)["board"], payload(e)["name"]) for e in self.ledger.events()
+                    if e.get("kind") == "baseline" and payload(e).get("round") == round_}
+            todo = [b for b in board.baselines if (board.name, b) not in done]
+            if not todo:
+                return pd.DataFrame()
+            runs = [b for b in todo if b != NO_PRESS]
+            looks = [{"author": "baseline", "author_key": "baseline", "name": b, "program": f"baseline:{b}"}
+                     for b in runs]
+            rows = self.run_test(board, secret, round_, [baseline_contender(b) for b in runs], looks)
+            units = score.unit_values(rows, board)
+            scores = score.method_scores(units)
+            best = score.best_baseline(scores)
+            for name in todo:
+                save_units(units[units.method == name], self._private(round_, board.name, f"baseline-{name}"))
+                ok, why = score.eligible(scores.loc[name], board, scores.loc[best])
+                self.ledger.append("baseline", entry_payload(board, name, "baseline", round_, scores.loc[name], ok,
+                                                             why, units.attrs["excluded_tasks"]))
         return scores
-
-    @staticmethod
-    def _save_units(units: pd.DataFrame, path: Path, exclusive: bool = False) -> None:
-        """Write an entry's units; ``exclusive``: never over an existing file (an entry's id is its own)."""
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "xb" if exclusive else "wb") as f:
-            units.to_parquet(f)
 
     def board_best(self, board: str, round_: int) -> str | None:
         """The board's current best: the highest overall among eligible baselines and submissions that moved it."""
-        best = self._best_entry(board, round_)
+        best = best_entry(self.ledger.events(), board, round_)
         return None if best is None else best[0]
 
-    def _best_entry(self, board: str, round_: int) -> tuple[str, str] | None:
-        table = _standing(self.ledger.events(), board, round_)
-        if table.empty:
-            return None
-        row = table.sort_values("overall", ascending=False).iloc[0]
-        return str(row["name"]), str(row["entry_id"])
-
     def submit(self, folder: str | Path, board_name: str, secret: bytes, round_: int = 1,
-               rule: str = "frozen_bar", **limits: Any) -> dict[str, Any]:
-        """One official submission; returns the ledger payload of the entry (or of its rejection). The secret is
-        checked against the round's commitment and the author's rate limit before anything runs; every refusal
-        (a failed check, a crash) is a ``rejection`` with the author and counts toward the limit."""
+               rule: str = "frozen_bar", **limits: Any) -> Entry | Rejection:
+        """One official submission: an ``Entry`` (or a ``Rejection``). The secret is checked against the round's
+        commitment and the author's rate limit before anything runs; every refusal (a failed check, a crash) is
+        a ``rejection`` with the author and counts toward the limit. Gate and recording happen under the
+        ledger's lock (``recording.record_submission``), against the board's best at that moment."""
         from .scoring.refusals import shown_name
         from .scoring.rounds import check_round_secret
         from .submissions.folder import SubmissionError, load_submission, metadata_author, metadata_origin
         from .submissions.press import BOUNDARIES, UNREPORTED
 
         board = self.board(board_name)
-        check_round_secret(self.ledger, secret, round_, self.weak_secret_ok)
-        plan(bool(limits.get("allow_weak", False)))  # fail closed before anything runs: the organiser's setup
+        events = self.ledger.events()  # the one read before running
+        check_round_secret(self.ledger, secret, round_, self.weak_secret_ok, events)
+        weak_ok = os_boundary.weak_allowed(bool(limits.get("allow_weak", False)))  # the argument or the environment
+        boundary = plan(weak_ok)  # fail closed before anything runs: the organiser's setup
         author = metadata_author(folder)
-        self.ledger.check_rate(author)
+        self.ledger.check_rate(author, events=events)
         try:
             sub = load_submission(folder)
-            self._check_identity(board, sub, round_)
+            self._check_identity(board, sub, events)
         except SubmissionError as err:
             return self._reject(board, shown_name(folder), author, err)
         self.record_baselines(board.name, secret, round_)
-        items = self.items(board, "test", secret, round_)
+        look = {"author": sub.author, "author_key": sub.author_key, "name": sub.name, "program": sub.code_sha256}
         try:
-            rows = self.run(board, items, [submission_contender(sub, **limits)])
+            rows = self.run_test(board, secret, round_, [submission_contender(sub, **limits)], [look])
         except SubmissionError as err:
             return self._reject(board, sub.name, sub.author, err, on_test=True)
         except BoundaryUnavailable:
@@ -210,38 +220,21 @@ class Arena:
         except Exception as err:  # noqa: BLE001 - a crash is a refusal with its author, never a traceback
             return self._reject(board, sub.name, sub.author, SubmissionError("crash", f"{type(err).__name__}: {err}"),
                                 on_test=True)
-        units = score.unit_values(rows, board)
-        scores = score.method_scores(units)
-        best, best_id = self._best_entry(board.name, round_)
-        best_units = pd.read_parquet(self._private(round_, board.name, best_id))
-        mine = units[units.method == sub.name].set_index("context_id")
-        theirs = best_units.set_index("context_id").reindex(mine.index)
-        seed = len(self.ledger.events())
-        result = gate(mine.overall, theirs.overall, mine.task, board.gate_threshold, seed)
-        reference = self._best_baseline_row(board, round_)
-        ok, why = score.eligible(scores.loc[sub.name], board, reference)
-        entry = _entry(board, sub.name, "submission", round_, scores.loc[sub.name], ok, why,
-                       units.attrs["excluded_tasks"], author=sub.author)
-        entry.update(author_key=sub.author_key, code_sha256=sub.code_sha256, best_before=best, gain=result.gain,
-                     gain_lo=result.lo, gain_hi=result.hi, gate_threshold=result.threshold, gate_seed=result.seed,
-                     moved=bool(result.passed and ok), sandbox=BOUNDARIES.get(sub.code_sha256, UNREPORTED),
-                     weak_sandbox_allowed=bool(limits.get("allow_weak", False)))
+        ran = BOUNDARIES.get(sub.code_sha256, boundary.name if boundary else UNREPORTED)
+        whole = getattr(os_boundary, "WHOLE", (os_boundary.FULL,))  # the boundaries that are not "weak"
+        extra: dict[str, Any] = {"sandbox": ran, "sandbox_weak": ran not in whole, "weak_sandbox_allowed": weak_ok}
         if sub.params_sha256:  # only when shipped: an entry without the hooks is as before they existed
-            entry["params_sha256"] = sub.params_sha256
+            extra["params_sha256"] = sub.params_sha256
         if sub.probes:
-            entry["probes"] = list(sub.probes)
+            extra["probes"] = list(sub.probes)
         if getattr(sub, "allocation", "uniform") != "uniform":  # metadata's head-adaptive budgets change the run
-            entry["allocation"] = sub.allocation
+            extra["allocation"] = sub.allocation
         if origin := metadata_origin(folder):  # e.g. a search run's id, seed and iterations
-            entry["origin"] = origin
-        event = self.ledger.append("submission", entry)
-        entry["entry_id"] = f"entry-{event['seq']}"
-        self._save_units(units[units.method == sub.name], self._private(round_, board.name, entry["entry_id"]),
-                         exclusive=True)
-        entry["points"] = self._award(rule, board, entry, round_)
-        return entry
+            extra["origin"] = origin
+        return record_submission(self.ledger, self.root, board, sub, score.unit_values(rows, board), round_, rule,
+                                 extra)
 
-    def _check_identity(self, board: Board, sub: Any, round_: int) -> None:
+    def _check_identity(self, board: Board, sub: Any, events: list[dict]) -> None:
         """The boards and hooks fit, and the name is not another author's entry on this board."""
         from .submissions.errors import SubmissionError
         from .submissions.identity import author_key, name_key
@@ -252,35 +245,19 @@ class Arena:
         if board.decode_time and not sub.decode:
             raise SubmissionError("bad_method", f"board {board.name} evicts while decoding: class Method must define "
                                                 "decode(layer)")
-        for e in self.ledger.events():
-            data = _payload(e)
+        for e in events:
+            data = payload(e)
             if e.get("kind") == "submission" and data.get("board") == board.name \
                     and name_key(str(data.get("name"))) == name_key(sub.name) \
                     and author_key(str(data.get("author_key") or data.get("author"))) != sub.author_key:
                 raise SubmissionError("reserved_name", f"name {sub.name!r} is another author's entry on board "
                                                        f"{board.name}; choose another name in metadata.yaml")
 
-    def _best_baseline_row(self, board: Board, round_: int) -> pd.Series:
-        table = _standing(self.ledger.events(), board.name, round_, kinds=("baseline",), eligible_only=False)
-        table = table[~table.name.isin([NO_PRESS, "random"])].set_index("name")
-        return table.loc[table.overall.idxmax()]
-
-    def _award(self, rule: str, board: Board, entry: dict, round_: int) -> float:
-        """Points under the arena's points rule, recorded as a ``points`` event."""
-        from .scoring import points
-
-        events = self.ledger.events()  # reviews recorded before this entry count: a flagged entry is no one's best
-        state = points.with_flags(_standing(events, board.name, round_, eligible_only=False), events)
-        value = float(points.award(points.RULES[rule], state, entry, board.gate_threshold))
-        self.ledger.append("points", {"board": board.name, "name": entry["name"], "author": entry["author"],
-                                      "points": value, "rule": rule, "round": round_})
-        return value
-
-    def _reject(self, board: Board, name: str, author: str, err: Any, on_test: bool = False) -> dict[str, Any]:
+    def _reject(self, board: Board, name: str, author: str, err: Any, on_test: bool = False) -> Rejection:
         """A ``rejection`` with the author; on test items with a fixed public message (``refusals``)."""
         from .scoring.refusals import record_refusal
 
-        return {"rejected": True, **record_refusal(self.ledger, self.root, board.name, name, author, err, on_test)}
+        return Rejection.from_payload(record_refusal(self.ledger, self.root, board.name, name, author, err, on_test))
 
     def reveal(self, secret: bytes, round_: int = 1) -> dict[str, Any]:
         """Prove the round's items were fixed in advance: the salted commitment matches and the seeds follow."""
@@ -294,33 +271,3 @@ class Arena:
         seeds = {b: test_seed(secret, b, round_) for b in self.boards} if ok else {}
         return {"round": round_, "commitment": data["commitment"], "salt": data.get("salt"), "matches": ok,
                 "test_seeds": seeds}
-
-
-ENTRY_ID = re.compile(r"baseline-[a-z0-9_]{1,64}|entry-[0-9]{1,12}")
-
-
-def _payload(event: dict) -> dict:
-    return event.get("payload", event)
-
-
-def _entry(board: Board, name: str, kind: str, round_: int, row: pd.Series, ok: bool, why: str,
-           excluded: list[str], author: str = "baseline") -> dict[str, Any]:
-    terms = {k: round(float(row[k]), 6) for k in ("overall", "lo", "hi", "accuracy", "memory", "memory_physical",
-                                                   "speed", "overhead", "overhead_ratio")}
-    if board.decode_time:
-        terms["generated"] = round(float(row.get("generated", 0.0)), 6)
-    return {"board": board.name, "name": name, "author": author, "kind": kind, "round": round_, **terms,
-            "eligible": bool(ok), "eligibility": why, "excluded_tasks": excluded, "units": int(row.units_per_task),
-            "rules_version": board.rules_version, "moved": kind == "baseline" and bool(ok)}
-
-
-def _standing(events: list[dict], board: str, round_: int, kinds: tuple[str, ...] = ("baseline", "submission"),
-              eligible_only: bool = True) -> pd.DataFrame:
-    rows = [{**_payload(e), "entry_id": (f"baseline-{_payload(e).get('name')}" if e.get("kind") == "baseline"
-                                         else f"entry-{e.get('seq')}")}
-            for e in events if e.get("kind") in kinds and _payload(e).get("board") == board
-            and _payload(e).get("round") == round_]
-    table = pd.DataFrame(rows)
-    if table.empty or not eligible_only:
-        return table
-    return table[table.eligible & table.moved.fillna(False).astype(bool)]

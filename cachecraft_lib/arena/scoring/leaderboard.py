@@ -14,10 +14,14 @@ entry's points are 0 (``points.flagged``), whatever its points events sum to; ``
 rule(s) that awarded them (``post`` or ``frozen_bar``, ``arena.points``).
 
 Ranks are ranges (``rank_range``, ``intervals.rank_range``, the rule notebook 03 uses for FRC): an entry shares
-its rank with every entry of the board whose paired difference to it has a 95% interval that includes 0. The
-differences are paired over the test units when their per-unit values are given (``units``, e.g.
-``units_loader(arena.root)``); otherwise two entries share a rank when their overall intervals overlap
-(``rank_basis`` says which). ``rank`` is the order of the point estimates.
+its rank with every entry of the board whose paired difference to it has a 95% interval that includes 0. Each
+pair is compared over the test units both have per-unit values for (``units``, e.g.
+``units_loader(arena.root)``, which reads the ledger when asked, so entries recorded after it was made are
+found); only a pair without them falls back to the overlap of the two overall intervals (``rank_basis`` says
+which, per entry: "paired", "overlap" or both). ``rank`` is the order of the point estimates.
+
+``test_looks`` counts, per board and author, the ``test_look`` events: every evaluation of any program on a
+round's test items (``Arena.run_test``), scored, refused or crashed alike.
 """
 
 from __future__ import annotations
@@ -32,7 +36,8 @@ import pandas as pd
 SCORED = ("baseline", "submission")
 COLUMNS = ["board", "rank", "rank_range", "shares_rank_with", "rank_basis", "name", "author", "kind", "overall", "lo", "hi", "accuracy", "memory", "memory_physical",
            "speed", "overhead", "eligible", "moved", "gain", "gain_lo", "gain_hi", "points", "novelty", "effectiveness",
-           "soundness", "flags", "judge", "points_rule", "round", "time"]
+           "soundness", "flags", "judge", "points_rule", "test_looks", "round", "time"]
+PAIRED, OVERLAP = "paired difference over test units", "overlap of overall intervals"
 UnitsOf = Callable[[str, str], "pd.DataFrame | None"]  # (board, name) -> that entry's per-unit test values
 JUDGED = ("novelty", "effectiveness", "soundness", "judge")
 
@@ -67,7 +72,25 @@ def entries(events: Iterable[dict]) -> pd.DataFrame:
         table[column] = [reviews.get(k, {}).get(column) for k in keys]
     table["flags"] = [", ".join(flags.get(k, ())) for k in keys]
     table["points_rule"] = [", ".join(dict.fromkeys(r for r in rules.get(k, ()) if r)) for k in keys]
+    looks = test_looks(events).set_index(["board", "author_key"]).looks.to_dict()
+    table["test_looks"] = [looks.get((b, _author_key(a)), 0) for b, a in zip(table.board, table.author, strict=True)]
     return table
+
+
+def _author_key(author: object) -> str:
+    from ..submissions.identity import author_key
+
+    return author_key(str(author or ""))
+
+
+def test_looks(events: Iterable[dict]) -> pd.DataFrame:
+    """Per (board, author): how many times a program was evaluated on a round's test items (``test_look``)."""
+    rows = [{"board": payload(e).get("board"), "author_key": _author_key(payload(e).get("author_key")
+                                                                          or payload(e).get("author")),
+             "author": payload(e).get("author")} for e in events if e.get("kind") == "test_look"]
+    table = pd.DataFrame(rows, columns=["board", "author_key", "author"])
+    return table.groupby(["board", "author_key"], as_index=False).agg(author=("author", "first"),
+                                                                     looks=("author", "size"))
 
 
 def reviews(events: Iterable[dict]) -> pd.DataFrame:
@@ -113,7 +136,7 @@ def _rank_ranges(board: pd.DataFrame, units: UnitsOf | None) -> pd.DataFrame:
         for name, diffs in diffs_of.items():
             best, worst, with_ = rank_range(diffs)
             ranges[name] = str(best + offset) if best == worst else f"{best + offset}-{worst + offset}"
-            shared[name], basis[name] = ", ".join(with_), how
+            shared[name], basis[name] = ", ".join(with_), how[name]
         offset += len(group)
     board["rank_range"] = board.name.map(ranges)
     board["shares_rank_with"] = board.name.map(shared)
@@ -121,20 +144,25 @@ def _rank_ranges(board: pd.DataFrame, units: UnitsOf | None) -> pd.DataFrame:
     return board
 
 
-def _differences(group: pd.DataFrame, units: UnitsOf | None) -> tuple[dict[str, dict], str]:
-    """name -> {other: Interval of name - other}: paired over test units when every entry has them, else the
-    overlap of the two overall intervals stands in (an interval of the difference cannot be had without units)."""
+def _differences(group: pd.DataFrame, units: UnitsOf | None) -> tuple[dict[str, dict], dict[str, str]]:
+    """name -> {other: Interval of name - other}, and name -> how: paired over the test units both entries have
+    values for wherever they do, else the overlap of the two overall intervals (an interval of the difference
+    cannot be had without paired values)."""
     from ...stats.intervals import Interval
     from . import score
 
     board, names = str(group.board.iloc[0]), list(group.name)
     frames = {n: units(board, n) for n in names} if units else {}
-    if frames and all(f is not None and len(f) for f in frames.values()):
-        stacked = pd.concat([f.assign(method=n) for n, f in frames.items()], ignore_index=True)
-        common = stacked.groupby("context_id").method.nunique() == len(names)
-        stacked = stacked[stacked.context_id.isin(common[common].index)]
-        return {a: {b: score.paired_gain(stacked, a, b) for b in names if b != a} for a in names}, \
-            "paired difference over test units"
+    frames = {n: f for n, f in frames.items() if f is not None and len(f)}
+
+    def paired(a: str, b: str) -> Interval | None:
+        if a not in frames or b not in frames:
+            return None
+        both = pd.concat([frames[a].assign(method=a), frames[b].assign(method=b)], ignore_index=True)
+        common = both.groupby("context_id").method.nunique() == 2
+        both = both[both.context_id.isin(common[common].index)]
+        return score.paired_gain(both, a, b) if len(both) else None
+
     rows = group.set_index("name")
 
     def bound(name: str, column: str, missing: float) -> float:
@@ -147,7 +175,13 @@ def _differences(group: pd.DataFrame, units: UnitsOf | None) -> tuple[dict[str, 
         hi = bound(a, "hi", np.inf) - bound(b, "lo", -np.inf)
         return Interval(bound(a, "overall", np.nan) - bound(b, "overall", np.nan), lo, hi, 2)
 
-    return {a: {b: overlap(a, b) for b in names if b != a} for a in names}, "overlap of overall intervals"
+    diffs, how = {}, {}
+    for a in names:
+        diffs[a] = {b: paired(a, b) for b in names if b != a}
+        kinds = {PAIRED if d is not None else OVERLAP for d in diffs[a].values()} or {PAIRED if a in frames else OVERLAP}
+        diffs[a] = {b: d if d is not None else overlap(a, b) for b, d in diffs[a].items()}
+        how[a] = PAIRED if kinds == {PAIRED} else OVERLAP if kinds == {OVERLAP} else f"{PAIRED} where both have them"
+    return diffs, how
 
 
 def units_loader(root: str | Path, round_: int = 1) -> UnitsOf:
@@ -157,15 +191,19 @@ def units_loader(root: str | Path, round_: int = 1) -> UnitsOf:
     from .ledger import Ledger
 
     base = Path(root) / "private" / f"round{round_}"
-    ids: dict[tuple[str, str], str] = {}
-    for event in Ledger(Path(root) / "ledger.jsonl").events():
-        data = payload(event)
-        if event.get("kind") in ("baseline", "submission") and data.get("round", 1) == round_:
-            ids[(data.get("board"), data.get("name"))] = (f"baseline-{data.get('name')}" if event["kind"] == "baseline"
-                                                          else f"entry-{event['seq']}")
+    ledger = Ledger(Path(root) / "ledger.jsonl")  # read when asked (each read verifies only new lines)
+
+    def ids() -> dict[tuple[str, str], str]:
+        found: dict[tuple[str, str], str] = {}
+        for event in ledger.events():
+            data = payload(event)
+            if event.get("kind") in ("baseline", "submission") and data.get("round", 1) == round_:
+                found[(data.get("board"), data.get("name"))] = (f"baseline-{data.get('name')}"
+                                                                if event["kind"] == "baseline" else f"entry-{event['seq']}")
+        return found
 
     def load(board: str, name: str) -> pd.DataFrame | None:
-        entry_id = ids.get((board, name))
+        entry_id = ids().get((board, name))
         path = base / board / f"{entry_id}.parquet"
         return pd.read_parquet(path) if entry_id and path.is_file() else None
 

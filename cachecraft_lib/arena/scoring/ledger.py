@@ -23,6 +23,9 @@ import fcntl
 import hashlib
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -72,16 +75,55 @@ def _as_time(now: datetime | str | None) -> datetime:
     return now if now.tzinfo else now.replace(tzinfo=timezone.utc)
 
 
+@dataclass(frozen=True)
+class _Prefix:
+    """Lines already verified: the file's first ``size`` bytes (SHA-256 ``digest``) under key ``public``."""
+
+    size: int
+    digest: str
+    public: str | None
+    events: tuple[dict, ...]
+
+
 class Ledger:
-    """One arena's ledger file (created, with the organiser's key pair, on the first append)."""
+    """One arena's ledger file (created, with the organiser's key pair, on the first append).
+
+    Reading verifies only what is new: the verified prefix is kept (``_Prefix``, keyed by its byte size and
+    SHA-256, and the key it was checked under), and a read whose file starts with exactly those bytes checks
+    the lines after them alone; any other file is verified from its first line. The events returned are shared
+    with that cache: read them, never modify them."""
 
     def __init__(self, path: str | Path, rules_version: str = RULES_VERSION,
                  private_key: str | Path | None = None) -> None:
         self.path = Path(path)
         self.head_path = self.path.with_name(self.path.name + ".head")
+        self.lock_path = self.path.with_name(self.path.name + ".lock")
         self.public_path = self.path.with_name(signing.PUBLIC_NAME)
         self.key_path = Path(private_key) if private_key else self.path.parent / "private" / signing.PRIVATE_NAME
         self.rules_version = rules_version
+        self._prefix: _Prefix | None = None
+        self._lock_depth = 0
+
+    @contextmanager
+    def lock(self) -> Iterator[None]:
+        """Hold the arena's lock (``fcntl.flock`` on ``<ledger>.lock``) for a read-decide-append sequence: a
+        second process (a second ``arena submit``) waits until it is released, so it decides on what this one
+        appended. Re-entrant within this object; appends take their own lock on the ledger file as well."""
+        if self._lock_depth:
+            self._lock_depth += 1
+            try:
+                yield
+            finally:
+                self._lock_depth -= 1
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.lock_path, "a") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            self._lock_depth = 1
+            try:
+                yield
+            finally:
+                self._lock_depth = 0
 
     # ------------------------------------------------------------------------------------ writing
     def append(self, kind: str, payload: dict, now: datetime | str | None = None) -> dict:
@@ -155,8 +197,9 @@ class Ledger:
         if not self.path.exists():
             return []
         public = public or self.public_key()
-        events, prev = [], GENESIS
-        for number, line in enumerate(self.path.read_text(encoding="utf-8").splitlines(), start=1):
+        data = self.path.read_bytes()
+        events, prev, start = self._known_prefix(data, public)
+        for number, line in enumerate(data[start:].decode("utf-8").splitlines(), start=len(events) + 1):
             try:
                 event = json.loads(line)
             except json.JSONDecodeError:
@@ -175,7 +218,17 @@ class Ledger:
             events.append(event)
             prev = event["hash"]
         self._check_head(events)
+        if data.endswith(b"\n"):  # whole lines only: a line being written is read again next time
+            self._prefix = _Prefix(len(data), hashlib.sha256(data).hexdigest(), public, tuple(events))
         return events
+
+    def _known_prefix(self, data: bytes, public: str | None) -> tuple[list[dict], str, int]:
+        """(events, last hash, byte offset) of the verified prefix when ``data`` starts with it, else nothing."""
+        known = self._prefix
+        if known is None or known.public != public or len(data) < known.size \
+                or hashlib.sha256(data[: known.size]).hexdigest() != known.digest:
+            return [], GENESIS, 0
+        return list(known.events), known.events[-1]["hash"] if known.events else GENESIS, known.size
 
     def _check_head(self, events: list[dict]) -> None:
         if not self.head_path.exists():
@@ -189,25 +242,28 @@ class Ledger:
         if count > len(events) or (count == len(events) and events and last != events[-1]["hash"]):
             raise LedgerTampered(self.path, len(events) + 1, f"is missing: the head records {count} events")
 
-    def _recent(self, author: str, now: datetime | str | None, window: timedelta) -> list[datetime]:
+    def _recent(self, author: str, now: datetime | str | None, window: timedelta,
+                events: list[dict] | None = None) -> list[datetime]:
         """When ``author`` (normalised: ``submission.author_key``) made each counted event in the last ``window``."""
         from ..submissions.identity import author_key
 
         me, now_t = author_key(author), _as_time(now)
-        return sorted(_as_time(e["time"]) for e in self.events() if e["kind"] in COUNTED
+        events = self.events() if events is None else events
+        return sorted(_as_time(e["time"]) for e in events if e["kind"] in COUNTED
                       and author_key(str(e["payload"].get("author_key") or e["payload"].get("author", ""))) == me
                       and now_t - _as_time(e["time"]) < window)
 
     def quota(self, author: str, limit: int = RATE_LIMIT, now: datetime | str | None = None,
-              window: timedelta = RATE_WINDOW) -> int:
+              window: timedelta = RATE_WINDOW, events: list[dict] | None = None) -> int:
         """How many more submissions ``author`` may make now (what ``check_rate`` would let through)."""
-        return max(0, limit - len(self._recent(author, now, window)))
+        return max(0, limit - len(self._recent(author, now, window, events)))
 
     def check_rate(self, author: str, limit: int = RATE_LIMIT, now: datetime | str | None = None,
-                   window: timedelta = RATE_WINDOW) -> None:
+                   window: timedelta = RATE_WINDOW, events: list[dict] | None = None) -> None:
         """``RateLimited`` when ``author`` (normalised: ``submission.author_key``) already has ``limit``
-        submissions or rejections (refusals, crashes, failed checks) in the last ``window``."""
-        times = self._recent(author, now, window)
+        submissions or rejections (refusals, crashes, failed checks) in the last ``window`` (``events``: the
+        ledger's events already read, to read it once)."""
+        times = self._recent(author, now, window, events)
         if len(times) >= limit:
             opens = times[len(times) - limit] + window
             raise RateLimited(f"{author} made {len(times)} submissions in the last {window}; the limit is {limit}. "

@@ -115,6 +115,12 @@ def board_page(check: LedgerStatus, data: SiteData, name: str) -> str:
                "points", "judges N/E/S", "flags"]
     body = f"<h1>Board {esc(name)}</h1>" + (table(headers, rows, "standing", classes) if rows else
                                              "<p>No entries yet.</p>")
+    looks = leaderboard.test_looks(data.events)  # every evaluation on test items, per author (issue 49)
+    looks = looks[looks.board == name]
+    if not looks.empty:
+        body += "<h2>Test looks per author</h2>" + table(
+            ["author", "evaluations on the test items"], [[esc(r.author), esc(r.looks)] for r in looks.itertuples()],
+            "test-looks")
     rejected = leaderboard.rejections(data.events)
     rejected = rejected[rejected.board == name]
     if not rejected.empty:
