@@ -38,6 +38,7 @@ from .preallocated import PreallocatedLayer
 
 WIDTH_SLACK = 1.125  # decode_by_width: a loop's widest cache at most this many times its narrowest
 SHRINK_AT = 0.25  # the finished share of a batch at which its finished rows leave it
+RESERVE_BYTES = 1 << 30  # free CUDA memory a decode leaves untouched (allocator slack, logits, the next prefill)
 
 
 @dataclass
@@ -120,14 +121,24 @@ def stop_ids(model: Any) -> set[int]:
     return set(stop if isinstance(stop, list) else [stop]) - {None}
 
 
+def row_bytes(rows: list[CacheRow]) -> int:
+    """What one row of a batch of ``rows`` costs in a ``_BatchDecoder``: its cache padded to the batch's widest
+    layer plus the question and the answer, a quarter more for what shrinking the batch copies layer by layer,
+    the attention mask and the question forward's activations."""
+    ref = rows[0].keys[0]
+    width = max(k.shape[2] for r in rows for k in r.keys)
+    capacity = width + max(r.question_ids.shape[1] for r in rows) + max(r.max_new_tokens for r in rows)
+    padded = 2 * len(rows[0].keys) * ref.shape[1] * capacity * ref.shape[3]
+    return int(1.25 * padded * ref.element_size())
+
+
 def default_batch_size(rows: list[CacheRow], device: torch.device) -> int:
-    """How many rows to decode together: on CUDA what a third of the free memory holds (the padded cache
-    of the largest row, twice for the attention mask and activations); on CPU every row."""
+    """How many rows to decode together: on CUDA what the free memory holds, less ``RESERVE_BYTES``
+    (``row_bytes`` per row); on CPU every row."""
     if device.type != "cuda" or not rows:
         return max(1, len(rows))
     free, _ = torch.cuda.mem_get_info(device)
-    per_row = 2 * max(r.nbytes() for r in rows)
-    return max(1, min(len(rows), int(free / 3 // per_row)))
+    return max(1, min(len(rows), int(max(0, free - RESERVE_BYTES) // row_bytes(rows))))
 
 
 def decode_rows(model: Any, tokenizer: Any, rows: list[CacheRow], batch_size: int | None = None,

@@ -7,12 +7,13 @@ How a cell is computed: prefill the context under the method's press, answer gre
   sample serves every method and ratio (``cache_for(press)`` replays only the compression);
 - presses that change the prefill itself (Finch reads the question after a delimiter inside the context;
   any multi-pass press) prefill on their own, under their own hook (``own_prefill_row``);
-- then every cell's cache of the sample is decoded together (``decode.decode_rows``), ``batch_size`` rows
-  at a time. ``decode="serial"`` decodes cell by cell through KVPress's pipeline instead (the path for
-  flash attention, which takes no 4D mask, and the reference the batched path is checked against).
+- then the cells' caches of several samples are decoded together (``batches``: as many samples as the free
+  memory holds on CUDA; ``decode.decode_by_width``), ``batch_size`` rows at a time. ``decode="serial"``
+  decodes cell by cell through KVPress's pipeline instead (the path for flash attention, which takes no 4D
+  mask, and the reference the batched path is checked against).
 
-Results go through ``CellStore``: after each sample every cell's answer is appended to its
-``partial.jsonl``, so an interruption loses at most the batch in flight, and a re-run skips what is done.
+Results go through ``CellStore``: after each decode every cell's answers are appended to its
+``partial.jsonl``, so an interruption loses at most the samples in flight, and a re-run skips what is done.
 A press that raises fails its own cell only (``failed.json``, the reason in the summary); ``run_group`` is the
 unit of work ``ray_runner`` places on a cluster.
 """
@@ -37,8 +38,10 @@ from ..models.prefill import SharedPrefill
 from ..ruler import load
 from ..util.progress import tqdm
 from ..util.timers import clock
+from .batches import Waiting, decode_plan
 from .cells import Cell
-from .decode import CacheRow, decode_rows
+from .decode import CacheRow, decode_by_width, decode_rows
+from .own_prefill import own_prefill_row
 from .store import CellStore, dataset_fingerprint, fingerprint, load_failures, load_results
 
 log = logging.getLogger(__name__)
@@ -59,11 +62,13 @@ class _Job:
 
 
 def run_grid(cells: list[Cell], out_dir: str | Path, progress: bool = True, device: str | None = None,
-             dtype: str = "auto", batch_size: int | None = None, decode: str = "batched") -> pd.DataFrame:
+             dtype: str = "auto", batch_size: int | None = None, decode: str = "batched",
+             samples_per_decode: int | None = None) -> pd.DataFrame:
     """Compute every unfinished cell, write its result files; returns the summary (``load_results``).
 
-    ``batch_size`` caps the rows decoded together (default: all of a sample's cells on CPU, what fits in a
-    third of the free memory on CUDA); ``decode="serial"`` decodes one cell at a time. A cell whose press
+    ``batch_size`` caps the rows decoded together (default: all of them on CPU, what the free memory holds on
+    CUDA); ``samples_per_decode`` how many samples' rows wait for one decode (default: ``batches.decode_plan``:
+    by free memory on CUDA); ``decode="serial"`` decodes one cell at a time. A cell whose press
     raises is recorded (``failed.json``), left out of the summary and listed in ``summary.attrs["failed"]``;
     the other cells of its group finish as if it had not been asked for.
     """
@@ -78,7 +83,7 @@ def run_grid(cells: list[Cell], out_dir: str | Path, progress: bool = True, devi
                 loaded.clear()
                 loaded[model_name] = load_model(model_name, device=device, dtype=dtype)
             run_group(members, store, *loaded[model_name], decode=decode, batch_size=batch_size,
-                      progress=progress, on_cell=lambda _cell: outer.update(1))
+                      progress=progress, on_cell=lambda _cell: outer.update(1), samples_per_decode=samples_per_decode)
     except KeyboardInterrupt:
         outer.close()
         print("interrupted: finished cells are saved and partial answers kept; run the same command to resume")
@@ -115,7 +120,7 @@ def summarize(out_dir: str | Path, cells: list[Cell], errors: dict[str, str] | N
 
 def run_group(members: list[Cell], store: CellStore, model: Any, tokenizer: Any, decode: str = "batched",
               batch_size: int | None = None, progress: bool = False,
-              on_cell: Callable[[Cell], None] | None = None) -> dict[str, str]:
+              on_cell: Callable[[Cell], None] | None = None, samples_per_decode: int | None = None) -> dict[str, str]:
     """Compute the unfinished cells of one group (``group_cells``) with a loaded model; ``on_cell`` is called
     once per cell that is settled (skipped, finished or failed). Returns {cell key: reason} of the failed ones."""
     on_cell = on_cell or (lambda _cell: None)
@@ -129,7 +134,7 @@ def run_group(members: list[Cell], store: CellStore, model: Any, tokenizer: Any,
     failed: dict[str, str] = {}
     if jobs:
         mode = decode if _supports_masks(model) else "serial"
-        runner = _GroupRunner(model, tokenizer, query_aware, mode, batch_size)
+        runner = _GroupRunner(model, tokenizer, query_aware, mode, batch_size, samples_per_decode)
         runner.run(jobs, df, length, progress)
         for job in jobs:
             if job.failure is not None:
@@ -167,46 +172,62 @@ def _supports_masks(model: Any) -> bool:
 class _GroupRunner:
     """Answers every pending (cell, sample) of one (model, length) group and keeps per-cell timings."""
 
-    def __init__(self, model: Any, tokenizer: Any, query_aware: bool, mode: str, batch_size: int | None) -> None:
+    def __init__(self, model: Any, tokenizer: Any, query_aware: bool, mode: str, batch_size: int | None,
+                 samples_per_decode: int | None = None) -> None:
         self.model, self.tokenizer = model, tokenizer
         self.answerer = Answerer(model, tokenizer)
         self.query_aware, self.mode, self.batch_size = query_aware, mode, batch_size
+        self.samples_per_decode = samples_per_decode  # None: batches.decode_plan decides (memory on CUDA)
         self.prefill_s: dict[str, float] = defaultdict(float)
 
     def run(self, jobs: list[_Job], df: pd.DataFrame, length: int, progress: bool) -> None:
+        """Every pending (cell, sample): serially sample by sample, or batched with the rows of several samples
+        waiting for one decode (``batches.decode_plan``)."""
         todo = [i for i in range(len(df)) if any(i not in job.done for job in jobs)]
+        plan, waiting = decode_plan(self.model.device, self.samples_per_decode), Waiting()
         for i in tqdm(todo, desc=f"{length} tokens: samples", disable=not progress, leave=False):
             pending = [job for job in jobs if i not in job.done and job.failure is None]
             if not pending:
                 continue
-            answers = self.answer_sample(pending, df.iloc[i], i)
-            for job, answer in zip(pending, answers, strict=True):
-                if answer is None:
-                    continue
-                record = {"index": i, "predicted_answer": answer[0], "seconds": round(answer[1], 4)}
-                job.store.append(job.cell, job.fp, record)
-                job.done[i] = record
+            if self.mode == "serial":
+                shared, question_ids = self._shared(pending, df.iloc[i])
+                for job in pending:
+                    answer = self._guarded(job, i, self._serial, job, df.iloc[i], shared, question_ids)
+                    if answer is not None:
+                        self._keep(job, i, *answer)
+                continue
+            self.compress(pending, df.iloc[i], i, waiting)
+            if plan.full(waiting):
+                self.flush(waiting)
+        self.flush(waiting)
 
-    def answer_sample(self, jobs: list[_Job], row: Any, index: int = -1) -> list[tuple[str, float] | None]:
-        """(answer, seconds) for each job on one RULER row; None for a job whose press raised (it is failed)."""
+    def _keep(self, job: _Job, index: int, answer: str, seconds: float) -> None:
+        record = {"index": index, "predicted_answer": answer, "seconds": round(seconds, 4)}
+        job.store.append(job.cell, job.fp, record)
+        job.done[index] = record
+
+    def compress(self, jobs: list[_Job], row: Any, index: int, waiting: Waiting) -> None:
+        """Every job's compressed cache of one RULER row into ``waiting``; CUDA-synchronised readings, so each
+        row's compression is charged to its own cell. A job whose press raises is failed and adds nothing."""
         shared, question_ids = self._shared(jobs, row)
-        if self.mode == "serial":
-            return [self._guarded(job, index, self._serial, job, row, shared, question_ids) for job in jobs]
-        rows, seconds, device = [], [], self.model.device
-        for job in jobs:  # CUDA-synchronised readings: each row's compression is charged to its own cell
-            start = clock(device)
-            rows.append(self._guarded(job, index, self._row, job, row, shared, question_ids))
-            seconds.append(clock(device) - start)
-        live = [i for i, r in enumerate(rows) if r is not None]
-        if not live:
-            return [None] * len(jobs)
-        start = clock(device)
-        answers = self._decode([jobs[i] for i in live], [rows[i] for i in live], index)
-        share = (clock(device) - start) / len(live)
-        out: list[tuple[str, float] | None] = [None] * len(jobs)
-        for i, answer in zip(live, answers, strict=True):
-            out[i] = None if answer is None else (answer, seconds[i] + share)
-        return out
+        for job in jobs:
+            start = clock(self.model.device)
+            cache_row = self._guarded(job, index, self._row, job, row, shared, question_ids)
+            if cache_row is not None:
+                waiting.add(job, index, cache_row, clock(self.model.device) - start)
+
+    def flush(self, waiting: Waiting) -> None:
+        """Decode every waiting row together and keep each answer, with its compression seconds and an equal
+        share of the decode."""
+        if not waiting.rows:
+            return
+        start = clock(self.model.device)
+        answers = self._decode(waiting)
+        share = (clock(self.model.device) - start) / len(waiting.rows)
+        for job, index, answer, seconds in zip(waiting.jobs, waiting.indices, answers, waiting.seconds, strict=True):
+            if answer is not None:
+                self._keep(job, index, answer, seconds + share)
+        waiting.clear()
 
     def _row(self, job: _Job, row: Any, shared: SharedPrefill | None, question_ids: torch.Tensor | None) -> CacheRow:
         """The job's compressed cache, ready for the batched decoder."""
@@ -228,14 +249,18 @@ class _GroupRunner:
             return "batched"
         return "tokenwise" if tokenwise_question(cell.method) else "batched"
 
-    def _decode(self, jobs: list[_Job], rows: list[CacheRow], index: int) -> list[str | None]:
-        """One batched decode; if it raises, each row alone, so that only the row that fails is lost."""
+    def _decode(self, waiting: Waiting) -> list[str | None]:
+        """One decode of every waiting row (one sample's: ``decode_rows``; several: ``decode_by_width``); if it
+        raises, each row alone, so that only the row that fails is lost."""
         try:
-            return decode_rows(self.model, self.tokenizer, rows, self.batch_size)
+            if waiting.samples == 1:
+                return decode_rows(self.model, self.tokenizer, waiting.rows, self.batch_size)
+            return decode_by_width(self.model, self.tokenizer, waiting.rows, self.batch_size)
         except Exception:  # which row failed is found below
-            log.warning("batched decode of sample %d raised; decoding its rows one by one", index)
-            return [self._guarded(job, index, lambda r=r: decode_rows(self.model, self.tokenizer, [r])[0])
-                    for job, r in zip(jobs, rows, strict=True)]
+            log.warning("batched decode of samples %s raised; decoding their rows one by one",
+                        sorted(set(waiting.indices)))
+            return [self._guarded(job, i, lambda r=r: decode_rows(self.model, self.tokenizer, [r])[0])
+                    for job, i, r in zip(waiting.jobs, waiting.indices, waiting.rows, strict=True)]
 
     def _guarded(self, job: _Job, index: int, fn: Callable, *args: Any) -> Any:
         """``fn(*args)``, or None with the job marked failed (reason in ``failed.json``) when it raises."""
@@ -291,26 +316,3 @@ def answer_one(answerer: Answerer, shared: SharedPrefill, cell: Cell, question_i
             return pipe.generate_answer(question_ids, cache, shared.context_length, int(max_new_tokens))
     finally:
         SharedPrefill.clear_masks(answerer.model)
-
-
-def own_prefill_row(answerer: Answerer, cell: Cell, context: str, question: str, answer_prefix: str,
-                    max_new_tokens: int) -> CacheRow:
-    """A press that changes the prefill (Finch) prefills on its own, as KVPress's pipeline runs it, then joins
-    the batch. Finch is always query-aware: ``context + delimiter + question``, with an empty question."""
-    from kvpress import FinchPress, KeyRerotationPress
-    from transformers import DynamicCache
-
-    model = answerer.model
-    press = make_press(cell.method, cell.ratio)
-    if isinstance(press, FinchPress):
-        answerer._setup_finch(press)
-        context = context + press.delimiter_token + question
-    else:
-        context = context + question
-    ids = answerer.pipe(False).preprocess(context, [""], answer_prefix, max_context_length=10**9)
-    cache = DynamicCache()
-    with torch.no_grad(), press(model):
-        model.model(input_ids=ids["context_ids"].to(model.device), past_key_values=cache)
-    rerotated = isinstance(press, KeyRerotationPress) or (isinstance(press, FinchPress) and press.rerotate_keys)
-    start = cache.get_seq_length() if rerotated else ids["context_ids"].shape[1]
-    return CacheRow.from_cache(model, cache, ids["questions_ids"][0].to(model.device), start, max_new_tokens)
