@@ -12,7 +12,9 @@ method and every form on real board layers it draws itself (``layers.board_layer
 fresh contexts, as a board's test items are drawn); the overlap that counts is the larger of the two.
 
 The method runs in the arena's sandbox (``sandbox.MethodSandbox``: its own process, CPU and memory limits,
-no files or network), as ``arena dev`` runs it; its answers are validated there. A method that fails on the
+no files or network), as ``arena dev`` runs it, with the board's limits and in the board's exact call sequence
+(``replay``: a fresh sandbox per context and hook, budget by budget, layer by layer), so it cannot tell the
+judge's real layers from a board's by how it is called; its answers are validated here. A method that fails on the
 judge's inputs (a crash, a timeout, an invalid answer) is itself suspicious: ``Behaviour.failed`` says so and
 the rule judge flags it (``CRASHED_ON_JUDGE_INPUTS``); one the checks refuse before running (no hook, bad
 code) is only noted. Decode-only methods (board C) have no prefill hook to probe.
@@ -57,6 +59,7 @@ from ..submissions.sandbox import (
 )
 from .bundle import Bundle
 from .numpy_baselines import FORMS
+from .replay import board_order, contexts
 
 SAME, DIFFERENT = 0.98, 0.90
 SHAPE = {"heads": 2, "groups": 2, "tokens": 128, "window": 32, "dim": 16}
@@ -228,13 +231,21 @@ def _whole_kept(box: MethodSandbox, layers: list[Layer]) -> list[list[set[int]]]
 
 
 def _submission_kept(bundle: Bundle, layers: list[Layer], limits: Limits) -> dict[str, list[list[set[int]]]]:
-    """Per hook the submission's prefill boards run (``layer``, ``whole_cache``), what it keeps on ``layers``."""
+    """Per hook the submission's prefill boards run (``layer``, ``whole_cache``), what it keeps on ``layers``:
+    called as a board calls it (``replay``: a fresh sandbox per context and hook, budget by budget, layer by
+    layer), whatever order ``layers`` come in."""
     sub = _as_submission(bundle)
-    found = {}
-    with MethodSandbox(sub, limits) as box:
-        for hook in _hooks(sub):
-            found[hook] = (_layer_kept(box, sub, with_probes(layers, sub.probes)) if hook == "layer"
-                           else _whole_kept(box, layers))
+    hooks = _hooks(sub)
+    probed = with_probes(layers, sub.probes) if "layer" in hooks else layers
+    found: dict[str, list] = {hook: [None] * len(layers) for hook in hooks}
+    for context in contexts(layers):
+        order = board_order(context, layers)
+        for hook in hooks:  # a board runs one hook per context: each gets a sandbox of its own
+            with MethodSandbox(sub, limits) as box:
+                kept_here = (_layer_kept(box, sub, [probed[i] for i in order]) if hook == "layer"
+                             else _whole_kept(box, [layers[i] for i in order]))
+            for i, rows in zip(order, kept_here, strict=True):
+                found[hook][i] = rows
     return found
 
 
@@ -261,7 +272,7 @@ REFUSED_BEFORE_RUNNING = ("bad_method", "bad_import", "file_access", "network", 
 def measure(bundle: Bundle, real: list[Layer] | None = None, limits: Limits | None = None) -> Behaviour:
     """The submission on the synthetic probes and, when given, on ``real`` board layers (``layers``), through every
     prefill hook it declares (see the module doc)."""
-    limits = limits or Limits(timeout_s=10.0, memory_mb=512, load_s=30.0)
+    limits = limits or Limits()  # the board's own limits: a method cannot tell the judge by what it may use
     sets = {"probe": probe_layers(), **({"real": real} if real else {})}
     by: dict[str, dict[str, float]] = {}
     for label, layers in sets.items():

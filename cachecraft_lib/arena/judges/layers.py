@@ -7,7 +7,8 @@ the probes. Real layers come from the board's own model on contexts of the board
 from the same generator as the test items with a seed the judge draws (``secrets``) at each review, so the
 method cannot tell them from a board's test contexts (nor recognise them as the public dev contexts).
 Arrays are built exactly as ``press.SubmissionScorerPress`` builds them (keys and values after RoPE, the last
-``press.WINDOW`` queries after RoPE, positions), at each of the board's budgets.
+``press.WINDOW`` queries after RoPE, positions), at each of the board's budgets; the judge calls the method on
+them in the board's own sequence (``replay``: a fresh sandbox per context, budget by budget, layer by layer).
 
 A submission that declares probes gets what the harness's probe press gives it: ``BoardLayers.probed(probes)``
 runs the probe texts through the model after each judge-drawn context (``probe_press.replay_probes``, the
