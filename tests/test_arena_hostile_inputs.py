@@ -192,6 +192,11 @@ def test_a_file_swapped_for_a_link_after_the_scan_is_not_followed(tmp_path):
         read_member(folder, "method.py", 1 << 20, "bad_method")
     assert err.value.kind == "bad_folder"
     assert read_member(other, "method.py", 1 << 20, "bad_method") == (other / "method.py").read_bytes()
+    (folder / "method.py").unlink()
+    (folder / "method.py").mkdir()  # a folder where a file is read: refused, not a traceback
+    with pytest.raises(SubmissionError) as err:
+        load_submission(folder)
+    assert err.value.kind == "bad_folder" and "is a folder" in str(err.value)
 
 
 # ------------------------------------------------------------------- class: strings that act on a terminal

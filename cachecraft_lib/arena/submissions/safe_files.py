@@ -127,6 +127,14 @@ def folder_problem(folder: str | Path) -> str | None:
         return f"the folder {folder.name} is itself a symbolic link; pass the folder it points to"
     if not stat.S_ISDIR(mode):
         return None  # a file: the caller reports that it is not a folder
+    try:
+        return _scan(folder)
+    except OSError:
+        return f"the folder {folder.name} (or a folder in it) cannot be listed"
+
+
+def _scan(folder: Path) -> str | None:
+    """``folder_problem``'s walk below a plain folder (links never followed)."""
     seen, todo = 0, [(folder, "", 0)]
     while todo:
         path, prefix, depth = todo.pop()
@@ -164,13 +172,14 @@ def read_member(folder: str | Path, name: str, cap: int, kind: str) -> bytes | N
                                             "are plain files inside its folder") from None
     finally:
         os.close(dir_fd)
-    with os.fdopen(fd, "rb") as f:
-        info = os.fstat(f.fileno())
-        why = _entry_problem(name, info)
+    info = os.fstat(fd)
+    why = _entry_problem(name, info) or (f"{name} is a folder" if stat.S_ISDIR(info.st_mode) else None)
+    if why is not None or info.st_size > cap:
+        os.close(fd)
         if why is not None:
             raise SubmissionError("bad_folder", f"{why}; a submission's files are plain files inside its folder")
-        if info.st_size > cap:
-            raise SubmissionError(kind, f"{name} is {info.st_size} bytes; the limit is {cap}")
+        raise SubmissionError(kind, f"{name} is {info.st_size} bytes; the limit is {cap}")
+    with os.fdopen(fd, "rb") as f:
         raw = f.read(cap + 1)
     if len(raw) > cap:
         raise SubmissionError(kind, f"{name} is over {cap} bytes; the limit is {cap}")
