@@ -44,6 +44,37 @@ ROW_COLUMNS = ["method", "budget", "item", "context_id", "task", "length", "scor
 
 
 @dataclass(frozen=True)
+class PrefillFacts:
+    """What a context's shared prefill measured; every row of the context reports it."""
+
+    context_length: int  # tokens of the context (the question too on a query-aware board)
+    prefill_flops: int
+
+
+@dataclass(frozen=True)
+class CacheStats:
+    """What a compressed cache holds and what attention reads from it (the module doc's efficiency measures)."""
+
+    logical_entries: int  # entries kept, masked ones not counted
+    physical_entries: int  # entries the cache tensors hold
+    kv_bytes: int
+    read_entries: int  # physical entries + the question's, read by the first decoded token
+    question_entries: int
+
+
+@dataclass(frozen=True)
+class PendingRow:
+    """One (cache, question) of a context waiting for the batched decode: a method at a budget on an item."""
+
+    method: str
+    budget: float  # fraction of the cache kept (1.0: the full cache)
+    item: Any  # the item's row (``DataFrame.itertuples``): task, answer, item id...
+    overhead_flops: int  # the compression's work (beyond the prefill)
+    prefill: PrefillFacts
+    cache: CacheRow
+
+
+@dataclass(frozen=True)
 class Contender:
     """A method on a board: how to build its press for a compression ratio (``None`` = full cache)."""
 
@@ -157,26 +188,27 @@ class BoardRunner:
         ``CONTEXTS_PER_DECODE`` contexts (``DECODE_BYTES`` in all) are decoded together, so a decode loop's fixed
         cost per step and its longest answer are paid once for many contexts (the answers do not change)."""
         contenders = [c for c in contenders if c.name != NO_PRESS]
-        pending: list[list[tuple]] = []
+        pending: list[list[PendingRow]] = []  # per context, its rows (the full cache's first)
 
         def one(group: pd.DataFrame) -> list[dict]:
             pending.append(self._compress(group, contenders))
-            full = sum(meta[-1].nbytes() for context in pending for meta in context) >= DECODE_BYTES
+            full = sum(row.cache.nbytes() for context in pending for row in context) >= DECODE_BYTES
             return self._decode_pending(pending) if full or len(pending) >= CONTEXTS_PER_DECODE else []
 
         rows = over_contexts(items, one, self.board.name, progress)
         return pd.DataFrame(rows + self._decode_pending(pending), columns=ROW_COLUMNS)
 
-    def _decode_pending(self, pending: list[list[tuple]]) -> list[dict]:
+    def _decode_pending(self, pending: list[list[PendingRow]]) -> list[dict]:
         """Decode the pending contexts' caches together; their rows in context order (the full cache first)."""
-        flat = [meta for context in pending for meta in context]
-        answers = decode_by_width(self.model, self.tokenizer, [m[-1] for m in flat], self.batch_size) if flat else []
+        flat = [row for context in pending for row in context]
+        answers = decode_by_width(self.model, self.tokenizer, [r.cache for r in flat], self.batch_size) if flat else []
         out, at = [], 0
         for context in pending:
-            full_stats = self._stats(context[0][-1], context[0][-2]["context_length"])
-            for (name, keep, item, flops, base, row), answer in zip(context, answers[at:at + len(context)],
-                                                                      strict=True):
-                out.append(self._record(name, keep, item, flops, row, answer, full_stats, base))
+            full = context[0]  # the full cache's row comes first (``_compress``)
+            full_stats = self._stats(full.cache, full.prefill.context_length)
+            for r, answer in zip(context, answers[at:at + len(context)], strict=True):
+                out.append(self._record(r.method, r.budget, r.item, r.overhead_flops, r.cache, answer, full_stats,
+                                        r.prefill))
             at += len(context)
         pending.clear()
         return out
@@ -193,9 +225,9 @@ class BoardRunner:
                         for q, p in zip(questions, group.answer_prefix, strict=True)]
         return context_ids, question_ids
 
-    def _compress(self, group: pd.DataFrame, contenders: list[Contender]) -> list[tuple]:
-        """One context: its shared prefill, every contender x budget's compressed cache; one decode row per
-        (cache, question) as ``(name, budget, item, flops, base, row)``, the full cache's first."""
+    def _compress(self, group: pd.DataFrame, contenders: list[Contender]) -> list[PendingRow]:
+        """One context: its shared prefill, every contender x budget's compressed cache; one ``PendingRow`` per
+        (cache, question), the full cache's first."""
         first = group.iloc[0]
         context_ids, question_ids = self.tokenize(group)
         if not self.board.query_aware:
@@ -206,7 +238,7 @@ class BoardRunner:
         with count_flops() as counter:
             shared = SharedPrefill(self.model, context_ids)
         prefill_flops = counter.get_total_flops()
-        base = {"context_length": shared.context_length, "prefill_flops": prefill_flops}
+        base = PrefillFacts(shared.context_length, prefill_flops)
         plan = [(NO_PRESS, 1.0, lambda: self._shared_cache(shared, None))]
         self._prefill_rate = prefill_flops / max(shared.seconds, 1e-9)  # FLOPs per second: charges sandbox seconds
         for c in contenders:
@@ -217,7 +249,7 @@ class BoardRunner:
                 make = (lambda b=build, r=ratio: self._own_cache(b(r), context_ids, prefill_flops)) \
                     if own else (lambda b=build, r=ratio: self._shared_cache(shared, b(r)))
                 plan.append((c.name, keep, make))
-        meta = []
+        rows = []
         for name, keep, make in plan:
             cache, flops = make()
             template = CacheRow.from_cache(self.model, cache, question_ids[0], shared.context_length,
@@ -226,8 +258,8 @@ class BoardRunner:
                 row = template if j == 0 else CacheRow(template.keys, template.values, template.masked,
                                                        question_ids[j].reshape(1, -1), template.start,
                                                        int(item.max_new_tokens))
-                meta.append((name, keep, item, flops, base, row))
-        return meta
+                rows.append(PendingRow(name, keep, item, flops, base, row))
+        return rows
 
     def _shared_cache(self, shared: SharedPrefill, press: BasePress | None) -> tuple[Any, int]:
         with count_flops() as counter:
@@ -249,22 +281,22 @@ class BoardRunner:
                     self.model.model(input_ids=context_ids.to(self.model.device), past_key_values=cache)
         return cache, max(0, counter.get_total_flops() - prefill_flops)
 
-    def _stats(self, row: CacheRow, context_length: int) -> dict[str, int]:
+    def _stats(self, row: CacheRow, context_length: int) -> CacheStats:
         physical = sum(k.shape[1] * k.shape[2] for k in row.keys)
         masked = sum(int(m.sum()) for m in row.masked if m is not None)
         question = row.question_ids.shape[1] * self.kv_per_token
-        return {"logical_entries": physical - masked, "physical_entries": physical, "kv_bytes": row.nbytes(),
-                "read_entries": physical + question, "question_entries": question}
+        return CacheStats(logical_entries=physical - masked, physical_entries=physical, kv_bytes=row.nbytes(),
+                          read_entries=physical + question, question_entries=question)
 
     def _record(self, name: str, keep: float, item: Any, flops: int, row: CacheRow, answer: str,
-                full_stats: dict[str, int], base: dict[str, int]) -> dict:
-        stats = self._stats(row, base["context_length"])
-        full_read = full_stats["physical_entries"] + stats["question_entries"]
+                full_stats: CacheStats, base: PrefillFacts) -> dict:
+        """One row of ``ROW_COLUMNS``: the answer's score beside the cache's measures and the full cache's."""
+        stats = self._stats(row, base.context_length)
         score = metric_for(item.task)([clean_prediction(answer)], [as_refs(item.answer)])
         return {"method": name, "budget": keep, "item": item.item, "context_id": item.context_id, "task": item.task,
                 "length": item.length, "score": float(score), "predicted_answer": answer,
-                "logical_entries": stats["logical_entries"], "physical_entries": stats["physical_entries"],
-                "full_entries": full_stats["physical_entries"], "kv_bytes": stats["kv_bytes"],
-                "full_kv_bytes": full_stats["kv_bytes"], "read_entries": stats["read_entries"],
-                "full_read_entries": full_read, "overhead_flops": int(flops),
-                "prefill_flops": int(base["prefill_flops"])}
+                "logical_entries": stats.logical_entries, "physical_entries": stats.physical_entries,
+                "full_entries": full_stats.physical_entries, "kv_bytes": stats.kv_bytes,
+                "full_kv_bytes": full_stats.kv_bytes, "read_entries": stats.read_entries,
+                "full_read_entries": full_stats.physical_entries + stats.question_entries,
+                "overhead_flops": int(flops), "prefill_flops": int(base.prefill_flops)}

@@ -34,7 +34,14 @@ from typing import Any
 import pandas as pd
 import torch
 
-from ..arena.board_runner import CONTEXTS_PER_DECODE, ROW_COLUMNS, BoardRunner, count_flops
+from ..arena.board_runner import (
+    CONTEXTS_PER_DECODE,
+    ROW_COLUMNS,
+    BoardRunner,
+    CacheStats,
+    PrefillFacts,
+    count_flops,
+)
 from ..arena.submissions.folder import Submission, SubmissionError
 from ..arena.submissions.sandbox import Limits, MethodSandbox, validate_indices
 from ..grid.decode import CacheRow, decode_by_width
@@ -60,8 +67,8 @@ class _Prepared:
 
     question_ids: list[torch.Tensor]
     shared: SharedPrefill
-    base: dict[str, int]
-    full_stats: dict[str, int]
+    base: PrefillFacts
+    full_stats: CacheStats
     features: list[LayerFeatures]
     press_flops: int  # what the arena's sandboxed press counts on this context, at any budget
 
@@ -134,7 +141,7 @@ class PopulationRunner(BoardRunner):
         context_ids, question_ids = self.tokenize(group)
         with count_flops() as counter:
             shared = SharedPrefill(self.model, context_ids)
-        base = {"context_length": shared.context_length, "prefill_flops": counter.get_total_flops()}
+        base = PrefillFacts(shared.context_length, counter.get_total_flops())
         full, _ = self._shared_cache(shared, None)
         row = CacheRow.from_cache(self.model, full, question_ids[0], shared.context_length, int(first.max_new_tokens))
         features, press_flops = context_features(shared, self.board.ratios)
