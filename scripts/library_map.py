@@ -1,9 +1,9 @@
 """The map of the library: one line per package and module, its comment the first sentence of the module's
 docstring, so the map says what the code says and lists every file (tests/test_library_map.py). The README
-shows the packages, then every file in a folded block under them.
+shows the packages; docs/library_files.md shows every file.
 
     python scripts/library_map.py            # print the full map
-    python scripts/library_map.py --write    # rewrite the README's two blocks (packages; every file)
+    python scripts/library_map.py --write    # rewrite both maps (the README's packages; docs/library_files.md)
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 LIB = REPO / "cachecraft_lib"
+README = REPO / "README.md"
+FILES_DOC = REPO / "docs" / "library_files.md"
 WIDTH = 118  # the README's code block stays readable without scrolling
 SKIP_DIRS = {"__pycache__"}
 OPEN, CLOSE = "<!-- library-map:start -->", "<!-- library-map:end -->"
@@ -83,9 +85,9 @@ def _replace(text: str, markers: tuple[str, str], body: str) -> str:
     return text[:start] + "\n```\n" + body + "\n```\n" + text[end:]
 
 
-def write(readme: Path = REPO / "README.md") -> None:
-    text = _replace(readme.read_text(), (OPEN, CLOSE), library_map(files=False))
-    readme.write_text(_replace(text, (FILES_OPEN, FILES_CLOSE), library_map()))
+def write(readme: Path = README, files_doc: Path = FILES_DOC) -> None:
+    readme.write_text(_replace(readme.read_text(), (OPEN, CLOSE), library_map(files=False)))
+    files_doc.write_text(_replace(files_doc.read_text(), (FILES_OPEN, FILES_CLOSE), library_map()))
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The library's maps in the README (its packages; every file, folded) with each docstring's opening sentence."""
+"""The library's maps (the README's packages; docs/library_files.md's every file), each docstring's opening sentence."""
 
 from __future__ import annotations
 
@@ -14,12 +14,24 @@ def _tool():
     return module
 
 
-def test_the_readme_map_is_the_library_as_it_stands():
+def test_the_maps_are_the_library_as_it_stands():
     tool = _tool()
-    assert tool.readme_block((REPO / "README.md").read_text()) == tool.library_map(files=False), \
+    assert tool.readme_block(tool.README.read_text()) == tool.library_map(files=False), \
         "the README's library map is stale: run `python scripts/library_map.py --write`"
-    files = tool.readme_block((REPO / "README.md").read_text(), (tool.FILES_OPEN, tool.FILES_CLOSE))
-    assert files == tool.library_map(), "the README's map of every file is stale: run `python scripts/library_map.py --write`"
+    files = tool.readme_block(tool.FILES_DOC.read_text(), (tool.FILES_OPEN, tool.FILES_CLOSE))
+    assert files == tool.library_map(), \
+        "docs/library_files.md (every file) is stale: run `python scripts/library_map.py --write`"
+
+
+def test_write_rewrites_both_maps(tmp_path):
+    tool = _tool()
+    readme, files_doc = tmp_path / "README.md", tmp_path / "library_files.md"
+    readme.write_text(f"intro\n{tool.OPEN}\n```\nold\n```\n{tool.CLOSE}\nafter\n")
+    files_doc.write_text(f"# files\n{tool.FILES_OPEN}\nold\n{tool.FILES_CLOSE}\n")
+    tool.write(readme, files_doc)
+    assert tool.readme_block(readme.read_text()) == tool.library_map(files=False)
+    assert readme.read_text().startswith("intro\n") and readme.read_text().endswith("after\n")
+    assert tool.readme_block(files_doc.read_text(), (tool.FILES_OPEN, tool.FILES_CLOSE)) == tool.library_map()
 
 
 def test_every_module_is_on_the_map_with_its_job():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import re
 import subprocess
 import sys
 
@@ -28,3 +29,40 @@ def test_every_public_name_is_the_object_its_module_defines(name):
 def test_an_unknown_name_is_an_attribute_error():
     with pytest.raises(AttributeError, match="no attribute 'FRCPresss'"):
         cachecraft_lib.FRCPresss  # noqa: B018
+
+
+def _blocks(language: str, section: str = "") -> list[str]:
+    """The README's fenced blocks of one language, in order (only those under the heading ``section``)."""
+    text = (REPO / "README.md").read_text()
+    if section:
+        text = text[text.index(f"\n## {section}"):]
+        text = text[:text.find("\n## ", 4) % (len(text) + 1)]
+    return re.findall(rf"```{language}\n(.*?)```", text, re.S)
+
+
+@pytest.mark.slow
+def test_the_readme_python_blocks_run_as_written(capsys):
+    """Every Python block of the README, in order in one namespace, as a newcomer pastes them; the claims the
+    README makes about their output hold (the stand-in finds the needle at r = 0.5)."""
+    blocks = _blocks("python")
+    assert len(blocks) >= 2, "the README's quick start has lost its Python blocks"
+    namespace: dict = {"__name__": "__readme__"}
+    for i, block in enumerate(blocks):
+        exec(compile(block, f"README.md python block {i + 1}", "exec"), namespace)  # noqa: S102 (our README)
+    out = capsys.readouterr().out
+    needle = namespace["sample"].answer[0]
+    half = next(line for line in out.splitlines() if line.startswith("r = 0.5:"))
+    assert needle in half, f"the README says the stand-in finds the needle at r = 0.5: {half}"
+    assert "r = 0.88:" in out and "ChunkPress" in out and "AdaKVPress" in out
+
+
+def test_the_readme_arena_check_runs_as_written(capsys):
+    """The quick start's `cachecraft arena check` line (the dev run after it is the arena's own tests' job)."""
+    from cachecraft_lib.cli import main
+
+    lines = [line.split() for block in _blocks("bash", "Quick start") for line in block.splitlines()
+             if line.startswith("cachecraft arena check ")]
+    assert lines, "the README's quick start has no `cachecraft arena check` line"
+    for argv in lines:
+        assert main(argv[1:]) == 0
+    assert "ok: frc" in capsys.readouterr().out

@@ -136,7 +136,7 @@ def test_set_orders_ask_a_list_question_again_in_other_orders(task):
 
 
 def test_every_sample_of_a_batch_gets_the_stage_flags():
-    """make_batch passes every stage flag on to each sample it draws (docs/embedded_model_journal.md: one was lost)."""
+    """make_batch passes every stage flag on to each sample it draws (docs/journal/embedded_model_journal.md: one was lost)."""
     from transformers import AutoTokenizer
 
     from cachecraft_lib.tiny.batches import make_batch

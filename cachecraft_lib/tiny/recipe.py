@@ -77,7 +77,7 @@ class Recipe:
     refine_warmup: int = 100
     refine_cooldown: int = 500
     context_loss_weight: float = 0.1  # loss weight of a context token (answer tokens weigh 1): the context carries little signal
-    # why each refine cycle weights its tasks as it does: docs/embedded_model_journal.md
+    # why each refine cycle weights its tasks as it does: docs/journal/embedded_model_journal.md
     stages: tuple[Stage, ...] = field(default_factory=lambda: (
         # short contexts full of needles first: the copy-from-context circuit forms where the signal is dense
         Stage(1200, ("niah_multikey_2", "niah_single_1", "niah_multikey_1", "niah_multivalue"), (256, 320, 384, 512)),
