@@ -95,7 +95,8 @@ def big_request() -> dict[str, np.ndarray]:
 @pytest.mark.parametrize("mode", ["burn", "sleep"])
 def test_a_method_that_stops_reading_is_killed_within_its_limits(tmp_path, mode):
     """Burning CPU it meets the call's CPU limit during the write; blocked, the evaluation's wall budget."""
-    box = method_box(tmp_path, "arena_stop_reading", Limits(timeout_s=1.0, memory_mb=256, wall_s=6.0), mode=mode)
+    wall = 6.0 if mode == "sleep" else 600.0  # burning: the CPU limit ends it, however loaded the machine is
+    box = method_box(tmp_path, "arena_stop_reading", Limits(timeout_s=1.0, memory_mb=256, wall_s=wall), mode=mode)
     start = time.monotonic()
     with pytest.raises(SubmissionError) as err:
         with box:
@@ -109,4 +110,4 @@ def test_a_method_that_stops_reading_is_killed_within_its_limits(tmp_path, mode)
     else:
         assert "wall-clock budget of 6 s is spent" in str(err.value)
         assert box._box.wall_used >= 5.0  # the write's time was charged to the budget
-    assert elapsed < 60 and not processes_in(trace)
+    assert elapsed < wall + 60 and not processes_in(trace)  # + the start, slow on a loaded machine

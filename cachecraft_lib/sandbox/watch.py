@@ -129,8 +129,9 @@ class Process:
     def close(self) -> None:
         """Kill the process group and its tree (bubblewrap's init kills the rest: it is the PID namespace's
         pid 1), then every process left in the cgroup, and reap."""
-        tree = self.tree() if self.proc.poll() is None else []
-        for pid in tree[1:]:
+        alive = self.proc.poll() is None
+        tree = self._tree or (self.tree() if alive else [])
+        for pid in tree[1:] if alive else ():  # not after bubblewrap's end: a pid may be reused
             try:
                 os.kill(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
