@@ -39,3 +39,29 @@ def test_cell_settings_are_what_grid_cells_gives_every_cell():
         for cell in grid_cells(profile):
             assert cell == Cell(cell.model, cell.length, cell.method, cell.ratio, **cell_settings(profile))
         assert cell_settings(profile, query_aware=not profile.query_aware)["query_aware"] is not profile.query_aware
+
+
+def test_an_undecided_claim_says_which_way_it_leans():
+    """The verdict tables of notebooks 03 and 04 carry ``leans`` beside ``needed_per_task`` for an open claim
+    (both open Takeaway-1 claims lean against the paper on the cpu profile), and nothing for a decided one."""
+    from cachecraft_lib.paper import claims
+    from cachecraft_lib.stats.intervals import INCONCLUSIVE, REPRODUCED, Verdict
+
+    assert claims.COLUMNS.index("leans") == claims.COLUMNS.index("verdict") + 1
+    rows = [claims._row("c", "p", "h", Verdict(INCONCLUSIVE, 27, "against")),
+            claims._row("c", "p", "h", Verdict(INCONCLUSIVE, 9, "for")), claims._row("c", "p", "h", Verdict(REPRODUCED))]
+    table = claims._frame(rows)
+    assert list(table.leans) == ["against the claim", "for the claim", ""]
+    assert list(table.needed_per_task.astype(object).where(table.needed_per_task.notna(), None)) == [27, 9, None]
+
+
+def test_the_papers_own_rounding_is_noted_beside_its_gain():
+    """The paper prints +15.4 for Llama at 4096 where its own 84.5 - 69.2 = 15.3: the r = 0.88 table says so
+    there, and only where the paper's numbers disagree."""
+    from cachecraft_lib.paper.analysis import _paper_cell, gain_note, paper_numbers
+
+    paper = paper_numbers("main_r088")
+    notes = {(fam, n): _paper_cell(paper, fam, n)["paper_gain_note"] for fam in ("llama", "qwen") for n in (4096, 8192)}
+    assert notes.pop(("llama", 4096)) == "the paper's own 84.5 - 69.2 = 15.3; it prints +15.4"
+    assert set(notes.values()) == {""}
+    assert gain_note(84.5, 69.2, 15.3) == "" and gain_note(float("nan"), 1.0, 1.0) == ""

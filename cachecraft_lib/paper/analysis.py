@@ -150,10 +150,20 @@ def _paper_cell(paper: pd.DataFrame, fam: str, plen: int) -> dict[str, object]:
     """The paper's no compression, FRC, best baseline and gain at one (family, length)."""
     p = paper[(paper.model == fam) & (paper.length.astype(str) == str(plen))]  # the column also holds "all"
     best = p[(p.metric == "ruler") & ~p.method.isin(["frc", "no_press"]) & (p.source == "Table r=0.88")]
+    frc, gain = _pick(p, "frc"), _pick(p, "frc", "gain_over_best_baseline")
     return {"paper_model": PAPER_NAMES[fam].split("/")[-1] if fam in PAPER_NAMES else "",
-            "paper_length": plen or np.nan, "paper_no_press": _pick(p, "no_press"), "paper_frc": _pick(p, "frc"),
+            "paper_length": plen or np.nan, "paper_no_press": _pick(p, "no_press"), "paper_frc": frc,
             "paper_best": f"{best.method.iloc[0]} {best.value.iloc[0]}" if len(best) else "",
-            "paper_gain": _pick(p, "frc", "gain_over_best_baseline")}
+            "paper_gain": gain,
+            "paper_gain_note": gain_note(frc, float(best.value.iloc[0]) if len(best) else np.nan, gain)}
+
+
+def gain_note(frc: float, best: float, stated: float) -> str:
+    """Where the paper's stated gain is not its own FRC minus best baseline (rounding in the paper), say so:
+    the table shows the paper's number as printed, and the reader sees the difference."""
+    if np.isnan([frc, best, stated]).any() or abs((frc - best) - stated) < 0.05:
+        return ""
+    return f"the paper's own {frc:g} - {best:g} = {frc - best:.1f}; it prints {stated:+.1f}"
 
 
 def _pick(p: pd.DataFrame, method: str, metric: str = "ruler") -> float:

@@ -1,8 +1,9 @@
 """The claims of Takeaways 1 and 2, each judged on the paired bootstrap's intervals.
 
 A verdict is ``reproduced`` when the 95% interval supports the claim, ``contradicted`` when it excludes it,
-``inconclusive at this sample size`` when it allows both (``needed_per_task``: roughly the samples per task
-that would resolve it), and ``not measurable here`` when the model without compression scores below
+``inconclusive at this sample size`` when it allows both (``leans``: whether its point estimate lies for or
+against the claim, so a reader sees which way the open claim tilts; ``needed_per_task``: roughly the samples per
+task that would resolve it), and ``not measurable here`` when the model without compression scores below
 ``MIN_MEASURABLE`` (then differences between methods are noise, not evidence). A claim over several cells
 is contradicted by any cell and reproduced only when every cell reproduces it.
 """
@@ -15,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ..stats.intervals import (
+    INCONCLUSIVE,
     NOT_MEASURABLE,
     Bootstrap,
     Interval,
@@ -36,7 +38,8 @@ from .analysis import (
 
 TIE_TOLERANCE = 2 * TIE_POINTS  # "within about 1 point", read generously
 RELATIVE_BELOW = 0.5  # compared scores below half the paper's: a threshold in points does not carry over
-COLUMNS = ["claim", "paper", "here", "verdict", "needed_per_task"]
+COLUMNS = ["claim", "paper", "here", "verdict", "leans", "needed_per_task"]
+LEANS = {"for": "for the claim", "against": "against the claim"}
 
 
 def _frame(rows: list[dict[str, object]], columns: list[str] = COLUMNS) -> pd.DataFrame:
@@ -46,6 +49,7 @@ def _frame(rows: list[dict[str, object]], columns: list[str] = COLUMNS) -> pd.Da
 
 def _row(claim: str, paper: str, here: str, verdict: Verdict) -> dict[str, object]:
     return {"claim": claim, "paper": paper, "here": here, "verdict": verdict.verdict,
+            "leans": LEANS.get(verdict.leans, "") if verdict.verdict == INCONCLUSIVE else "",
             "needed_per_task": verdict.needed if verdict.needed is not None else np.nan}
 
 
@@ -55,7 +59,7 @@ def _unmeasurable(samples: pd.DataFrame, boot: Bootstrap, claim: str) -> pd.Data
     best = max((e.point for e in full.values()), default=np.nan)
     if np.isnan(best) or best >= MIN_MEASURABLE:
         return None
-    return _frame([{"claim": claim, "paper": "", "verdict": NOT_MEASURABLE, "needed_per_task": np.nan,
+    return _frame([{"claim": claim, "paper": "", "verdict": NOT_MEASURABLE, "leans": "", "needed_per_task": np.nan,
                     "here": f"no compression scores only {best:.1f}: the model cannot solve RULER"}])
 
 
