@@ -7,6 +7,9 @@
 # GPU_WHEELS_PYVER=3.11 downloads the same list for another CPython (the CPU stand-in, tests/test_gpu_sim.py);
 # GPU_WHEELS_SEED=DIR first copies the version-independent wheels (py3-none-any, abi3) from DIR.
 # A second run keeps what is already there (pip skips files it has) and removes wheels no longer listed.
+# It also unpacks Debian's bubblewrap (and the shared libraries it links) into WHEELS/bubblewrap, so that the GPU
+# machine (no bwrap, no network, maybe not root) runs untrusted code behind the full sandbox: the sandbox finds
+# WHEELS/bubblewrap/usr/bin/bwrap by itself when WHEELS is gpu_wheels/ (else set CACHECRAFT_BWRAP to it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WHEELS=${1:-gpu_wheels}
@@ -59,11 +62,24 @@ missing = sorted(set(wanted) - set(found))
 if missing:
     sys.exit(f"no wheel for {missing}: check scripts/gpu_wheels.txt")
 PYEOF
+# bubblewrap for the sandbox (cachecraft_lib/sandbox/bwrap.py looks for gpu_wheels/bubblewrap/usr/bin/bwrap)
+BWRAP_DIR="$WHEELS/bubblewrap"
+if [ ! -x "$BWRAP_DIR/usr/bin/bwrap" ]; then
+  echo "unpacking bubblewrap (apt-get download + dpkg -x) into $BWRAP_DIR"
+  debs=$(mktemp -d)
+  (cd "$debs" && apt-get download -q bubblewrap libcap2 libselinux1 libpcre2-8-0 >/dev/null)
+  mkdir -p "$BWRAP_DIR/libs"
+  for deb in "$debs"/*.deb; do dpkg -x "$deb" "$BWRAP_DIR"; done
+  # the libraries bwrap links, in one folder the sandbox puts on LD_LIBRARY_PATH for it (libs/)
+  find "$BWRAP_DIR" -path "$BWRAP_DIR/libs" -prune -o -name '*.so*' -print -exec cp -a {} "$BWRAP_DIR/libs/" \; >/dev/null
+  rm -rf "$debs" "$BWRAP_DIR/usr/share" "$BWRAP_DIR/usr/lib" "$BWRAP_DIR/lib"
+fi
+"$BWRAP_DIR/usr/bin/bwrap" --version >/dev/null 2>&1 || LD_LIBRARY_PATH="$BWRAP_DIR/libs" "$BWRAP_DIR/usr/bin/bwrap" --version
 wheels_kib=$(du -sk "$WHEELS" | cut -f1)
 tree_kib=$(git ls-files -z | du -ck --files0-from=- 2>/dev/null | tail -1 | cut -f1)
 untracked_kib=$(git ls-files -z --others --exclude-standard | du -ck --files0-from=- 2>/dev/null | tail -1 | cut -f1)
 total_mib=$(( (wheels_kib + tree_kib + ${untracked_kib:-0}) / 1024 ))
-echo "gpu wheels: $(ls "$WHEELS"/*.whl | wc -l) wheels, $(( wheels_kib / 1024 )) MiB in $WHEELS;" \
+echo "gpu wheels: $(ls "$WHEELS"/*.whl | wc -l) wheels and bubblewrap, $(( wheels_kib / 1024 )) MiB in $WHEELS;" \
      "with the working tree ($(( (tree_kib + ${untracked_kib:-0}) / 1024 )) MiB) ${total_mib} MiB of the 64 MiB carry limit"
 if [ "$total_mib" -gt "$LIMIT_MIB" ]; then
   echo "over ${LIMIT_MIB} MiB: too close to the 64 MiB carry limit; trim scripts/gpu_wheels.txt" >&2

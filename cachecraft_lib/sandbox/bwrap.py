@@ -51,10 +51,9 @@ def find() -> Path | None:
 
 
 def library_dir(exe: Path) -> Path | None:
-    """The shared libraries unpacked beside a carried binary (``usr/bin/bwrap`` -> ``usr/lib/<triplet>``)."""
-    for folder in sorted(exe.parent.parent.glob("lib/*-linux-gnu")):
-        return folder
-    return None
+    """The shared libraries carried beside a bubblewrap binary (``<dir>/usr/bin/bwrap`` -> ``<dir>/libs``)."""
+    folder = exe.parents[2] / "libs" if len(exe.parents) > 2 else None
+    return folder if folder is not None and folder.is_dir() else None
 
 
 def outside_uid() -> int | None:
