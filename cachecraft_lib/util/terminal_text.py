@@ -20,7 +20,12 @@ MAX_MARKS = 3  # combining marks kept on one character; more (stacked "zalgo" te
 DEFAULT_LIMIT = 200
 
 
+SHORT_ESCAPES = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
 def _escaped(ch: str) -> str:
+    if ch in SHORT_ESCAPES:
+        return SHORT_ESCAPES[ch]
     code = ord(ch)
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
