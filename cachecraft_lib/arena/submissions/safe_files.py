@@ -9,12 +9,12 @@ to report), ``read_bytes``/``read_text`` read a file that passes, opened without
 
 Before a submission is hashed or run (``folder.load_submission``), ``folder_problem`` looks at the whole folder:
 the folder itself and everything below it is a plain folder or a regular file with one name (no symbolic link
-anywhere, even one pointing inside; no hard link, which is another author's file under this folder's name; no
-pipe, socket or device), in at most ``MAX_ENTRIES`` entries ``MAX_DEPTH`` folders deep. ``read_member`` then
-reads one of its top-level files by a descriptor opened relative to the folder's own descriptor, neither
-following a link (``O_NOFOLLOW``) nor blocking on a pipe, so a file swapped for a link after the scan is still
-refused: the code that runs is the submitter's own regular file. ``decode_text`` turns a text file's bytes
-into text or says why it is not text (not UTF-8, binary).
+anywhere, even one pointing inside; no hard link, which is another author's file under this folder's name; no pipe,
+socket or device), in at most ``MAX_ENTRIES`` entries ``MAX_DEPTH`` folders deep (a folder that is a git checkout
+fits). ``read_member`` then reads one of its top-level files by a descriptor opened relative to the folder's own
+descriptor, neither following a link (``O_NOFOLLOW``) nor blocking on a pipe, so a file swapped for a link after
+the scan is still refused: the code that runs is the submitter's own regular file. ``decode_text`` turns a text
+file's bytes into text or says why it is not text (not UTF-8, binary).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from pathlib import Path
 from .errors import SubmissionError
 
 MAX_TEXT_BYTES = 1024 * 1024  # a DESCRIPTION.md or metadata.yaml far beyond any real one is refused, not read
-MAX_ENTRIES, MAX_DEPTH = 256, 8  # a submission is a handful of files: a deep or huge tree is refused unread
+MAX_ENTRIES, MAX_DEPTH = 2000, 8  # a handful of files (a .git folder fits): a huge or deep tree is refused unread
 BINARY = re.compile(rb"[\x00-\x08\x0b\x0e-\x1f\x7f]")  # control bytes besides tab, newlines, form feed: not text
 
 
