@@ -68,3 +68,26 @@ def test_latency_one_panel_per_model_median_bars():
     for ax in fig.axes:
         base = 10.0 if ax.get_title() == "tiny" else 100.0
         assert sorted(p.get_height() for p in ax.patches if p.get_height() > 0) == pytest.approx([base + 1] * 2)
+        # whiskers are the median's interval the latency tables give (stats.timing), its coverage named
+        from cachecraft_lib.stats.timing import median_interval
+
+        spread = median_interval([base, base + 1, base + 2])
+        bars = [seg for c in ax.collections for seg in c.get_segments()]
+        assert [y for s in bars for y in (min(s[:, 1]), max(s[:, 1]))] == pytest.approx([spread.lo, spread.hi] * 2)
+        assert f"{spread.coverage:.0%} interval" in ax.get_ylabel()
+
+
+def test_ruler_vs_ratio_legend_hides_no_curve():
+    """One legend for the figure, right of every panel, naming each method once (it had sat inside the last
+    panel, over two curves)."""
+    rows = [{"model": "m/tiny", "length": n, "method": m, "ratio": r, "aggregate": 50.0 - 40 * r,
+             "lo": 45.0 - 40 * r, "hi": 55.0 - 40 * r} for n in (1024, 2048) for m in ("frc", "snapkv")
+            for r in (0.5, 0.88)] + [{"model": "m/tiny", "length": n, "method": "no_press", "ratio": 0.0,
+                                      "aggregate": 60.0, "lo": 55.0, "hi": 65.0} for n in (1024, 2048)]
+    fig = plots.plot_ruler_vs_ratio(pd.DataFrame(rows))
+    fig.canvas.draw()
+    assert all(ax.get_legend() is None for ax in fig.axes) and len(fig.legends) == 1
+    legend = fig.legends[0]
+    assert [t.get_text() for t in legend.get_texts()] == ["frc", "snapkv", "no compression"]
+    box = legend.get_window_extent()
+    assert all(box.x0 >= ax.get_window_extent().x1 for ax in fig.axes)  # beside the panels, over none of them

@@ -27,7 +27,7 @@ def plot_ruler_vs_ratio(results: pd.DataFrame, colors: dict[str, str] | None = N
     """RULER aggregate against compression ratio, one panel per (model, length), FRC drawn thicker.
 
     With ``lo``/``hi`` columns (``analysis.curve_points``) each curve carries its 95% interval as a band,
-    and no compression its interval as a grey span.
+    and no compression its interval as a grey span. The legend sits to the right of the panels, over no curve.
     """
     results = results.assign(model_name=results.model.map(lambda m: Path(m).name))
     bands = {"lo", "hi"} <= set(results.columns)
@@ -52,8 +52,11 @@ def plot_ruler_vs_ratio(results: pd.DataFrame, colors: dict[str, str] | None = N
     if bands:
         axes[0][0].text(0.99, 0.99, "bands: 95% paired bootstrap over samples", transform=axes[0][0].transAxes,
                         fontsize=7, color="#555555", ha="right", va="top")
-    axes[0][-1].legend(fontsize=8, loc="lower left")
-    fig.tight_layout()
+    labels = {}  # one legend for all panels, outside them, so it hides no curve
+    for ax in axes.flat:
+        labels.update(zip(*reversed(ax.get_legend_handles_labels()), strict=True))
+    fig.tight_layout(rect=(0, 0, 0.86, 1))
+    fig.legend(list(labels.values()), list(labels), fontsize=8, loc="center left", bbox_to_anchor=(0.86, 0.5))
     return fig
 
 
