@@ -1,6 +1,8 @@
 """Notebook 04 (decomposition, Takeaway 2) under the smoke profile, values asserted and the smoke run's pinned.
 
-It runs with two samples per task (``SAMPLES=2``): the smoke profile's one sample per task gives no interval.
+It runs with two samples per task (``SAMPLES=2``): the smoke profile's one sample per task gives no interval;
+and at 2048 tokens (``LENGTH=2048``): at 1024 every method scores 0 at r = 0.88, so every scorer interval was
+[0, 0] and every verdict open, values a broken scorer would give too.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ def inside(row: dict, point: str, lo: str, hi: str) -> bool:
 
 @pytest.mark.slow
 def test_notebook_04_decomposition(smoke, figures, tmp_path):
-    r = smoke("04", RESULTS=str(tmp_path / "dec"), SAMPLES=2)
+    r = smoke("04", RESULTS=str(tmp_path / "dec"), SAMPLES=2, LENGTH=2048)
     assert r["cells"] == 9 and r["samples_per_task"] == 2
     assert set(r["scorer"]) == {"v1_tokenwise", "frc", "frc_tokenwise"}
     assert set(r["ablation"]) == {"frc", "frc_no_maxhead", "frc_no_density", "frc_local_only", "chunkkv"}
@@ -25,17 +27,21 @@ def test_notebook_04_decomposition(smoke, figures, tmp_path):
     assert len(r["verdicts"]) == 4 and set(r["verdicts"]) <= set(VERDICTS)
     if r["no_press"] < 25:
         assert set(r["verdicts"]) == {"not measurable here"}
-    # the smoke run's values (embedded model, 2 samples of 4 tasks at 1024 tokens) and their seeded intervals
-    assert r["no_press"] == pytest.approx(77.5)
-    assert r["scorer_ci"] == {m: pytest.approx({"here": 0.0, "here_lo": 0.0, "here_hi": 0.0}) for m in r["scorer"]}
+    # the smoke run's values (embedded model, 2 samples of 4 tasks at 2048 tokens, where FRC at r = 0.88 is not
+    # all 0 as at 1024) and their seeded intervals: the scorers differ, V1 below FRC
+    assert r["no_press"] == pytest.approx(52.5)
+    assert r["scorer_ci"] == {
+        "v1_tokenwise": pytest.approx({"here": 25.0, "here_lo": 0.0, "here_hi": 50.0}),
+        "frc": pytest.approx({"here": 50.0, "here_lo": 25.0, "here_hi": 75.0}),
+        "frc_tokenwise": pytest.approx({"here": 50.0, "here_lo": 25.0, "here_hi": 75.0})}
     assert r["ablation_ci"] == {
-        "frc": pytest.approx({"here": 12.5, "here_lo": 0.0, "here_hi": 25.0}),
-        "frc_no_maxhead": pytest.approx({"here": 12.5, "here_lo": 0.0, "here_hi": 25.0}),
-        "frc_no_density": pytest.approx({"here": 2.5, "here_lo": 0.0, "here_hi": 5.0}),
-        "frc_local_only": pytest.approx({"here": 2.5, "here_lo": 0.0, "here_hi": 5.0}),
-        "chunkkv": pytest.approx({"here": 0.0, "here_lo": 0.0, "here_hi": 0.0})}
-    # FRC and V1 both score 0 at r = 0.88: a difference in points is decided (0 < 10), a ratio 0 / 0 is not; at 0%
-    # of the paper's level the ratio decides, so the two scorer claims stay open
-    assert r["verdicts"] == ["inconclusive at this sample size"] * 4
-    assert r["needed_per_task"] == [None, None, 10, 5]  # for 80% power (a half-width scaled to the distance: 5, 3)
+        "frc": pytest.approx({"here": 50.0, "here_lo": 25.0, "here_hi": 75.0}),
+        "frc_no_maxhead": pytest.approx({"here": 50.0, "here_lo": 25.0, "here_hi": 75.0}),
+        "frc_no_density": pytest.approx({"here": 40.0, "here_lo": 25.0, "here_hi": 55.0}),
+        "frc_local_only": pytest.approx({"here": 40.0, "here_lo": 25.0, "here_hi": 55.0}),
+        "chunkkv": pytest.approx({"here": 50.0, "here_lo": 25.0, "here_hi": 75.0})}
+    # chunking adds little once the scorer is FRC (50 vs 50): reproduced; the other three stay open
+    inconclusive = "inconclusive at this sample size"
+    assert r["verdicts"] == [inconclusive, "reproduced", inconclusive, inconclusive]
+    assert r["needed_per_task"] == [12, None, 10, None]  # for 80% power (None: the point sits on a boundary)
     assert (figures / "fig_decomposition.png").exists()
