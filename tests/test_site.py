@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import json
 import os
-from html.parser import HTMLParser
 import re
 import shutil
 import subprocess
 import tempfile
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pandas as pd
