@@ -35,7 +35,9 @@ BOARD_RE = re.compile(r"^[A-Za-z0-9_]{1,32}$")
 # Characters an author may not hold: controls, bidi embeddings, overrides and isolates (they reorder what follows)
 BIDI_OR_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 ORIGIN_KEYS = {"kind": str, "run_id": str, "seed": str, "random_seed": int, "iterations": int, "mutator": str,
-               "child_id": str, "rank": int}  # child_id, rank: which of the run's best programs (`--top K`)
+               "child_id": str, "rank": int, "registration": str, "plan": str}
+# child_id, rank: which of the run's best programs (`--top K`); registration ("preregistered" or "exploratory") and
+# plan (the plan's hash, 16 hex digits): the run's pre-registration (search/preregister.py)
 
 
 def _refuse(message: str) -> SubmissionError:
