@@ -1,28 +1,64 @@
-"""Notebook 08 (the search on a board's dev items, its best submitted through the arena) under smoke, values read back."""
+"""Notebook 08 (the pre-registered search on a board's dev items, chosen on the selection half, tested on a fresh
+secret) under smoke, values read back: the order of events in the ledger, the halves each step used, the
+pooled result recomputed by docs/uncertainty.md's recipe from the per-unit file the notebook wrote."""
 
 from __future__ import annotations
 
+import json
+
+import pandas as pd
 import pytest
+from test_search_arena_recipe import run_recipe
 
 from cachecraft_lib.report.notebooks import list_notebooks, run_notebook
 
 
 @pytest.mark.slow
 def test_notebook_08_search_in_the_arena(tmp_path):
-    r = run_notebook(list_notebooks(["08"])[0], "smoke", out_dir=tmp_path, figures=tmp_path / "f",
+    figures = tmp_path / "f"
+    r = run_notebook(list_notebooks(["08"])[0], "smoke", out_dir=tmp_path, figures=figures,
                      parameters={"ROOT": str(tmp_path / "arena")}).records
-    assert r["board"] == "A" and r["seed"] == "v1" and (r["generations"], r["population"]) == (2, 3)
-    assert r["children"] == 6 and len(r["fitness"]) == 3  # the seed's generation 0, then two generations
-    assert r["fitness"] == sorted(r["fitness"])  # best so far never falls
-    assert all(0 <= p <= 1 for p in r["gate_pass_rate"])
-    origin = r["origin"]  # the ledger records the entry as the search run's
-    assert origin["kind"] == "search" and origin["seed"] == "v1" and origin["iterations"] == 6
-    e, f = r["entry"], r["vs_frc"]
-    assert e["gain_lo"] <= e["gain"] <= e["gain_hi"] and f["lo"] <= f["gain"] <= f["hi"]
-    assert e["moved"] == (e["gain_lo"] > r["threshold"] and e["eligible"])
-    assert r["dev"]["overall"] == pytest.approx(r["fitness"][-1], abs=1e-6)  # dev report (6 decimals) = the fitness
+    check(r, figures)
+
+
+def check(r: dict, figures) -> None:
+    """The executed notebook's records and files (``figures``: where it wrote them)."""
+    assert r["board"] == "A" and r["seed"] == "v1" and (r["generations"], r["population"]) == (1, 2)
+    assert r["random_seeds"] == [0, 1] and r["top_k"] == 2
+    kinds = r["kinds"]  # the plan first, the round's commitment (its fresh secret) after it, then the entries
+    assert kinds[0] == "plan" and r["plan_seq"] == 0 < r["round_seq"] == kinds.index("round")
+    assert kinds.count("submission") == 3 and kinds.count("plan") == 1 and "review" in kinds  # FRC, two seeds
+    search, selection_half = r["halves"]
+    assert search + selection_half == 6 and search == len(r["search_contexts"])
+    for s in ("0", "1"):
+        assert sorted(r["fitness_contexts"][s]) == sorted(r["search_contexts"])  # it climbed on the search half only
+        assert r["fitness"][s] == sorted(r["fitness"][s]) and len(r["fitness"][s]) == 2
+        chosen, origin = r["chosen"][s], r["origins"][s]
+        assert chosen["child_id"] in chosen["shortlist"] and len(chosen["shortlist"]) <= 2
+        assert origin["registration"] == "preregistered" and len(origin["plan"]) == 16
+        assert origin["child_id"] == chosen["child_id"] and origin["random_seed"] == int(s)
+    pooled, per_seed = r["pooled"], pd.DataFrame(r["per_seed"])
+    assert pooled["lo"] <= pooled["gain"] <= pooled["hi"] and pooled["beats"] == int(per_seed.beats.sum())
+    assert pooled["gain"] == pytest.approx(per_seed.gain.mean(), abs=1e-9)  # the mean over seeds, not the best
+    assert list(per_seed.beats) == [lo > r["threshold"] for lo in per_seed.lo]
     assert "FABRICATED_EVIDENCE" not in r["review"]["flags"] and r["review"]["soundness"] == 3
-    assert r["kinds"].count("submission") == 2 and "review" in r["kinds"]
     assert "embedded tiny model" in r["label"]
-    for name in ("fig_search_arena_dynamics.png", "table_search_arena_generations.md", "table_search_arena_gains.md"):
-        assert (tmp_path / "f" / name).exists()
+    table = pd.read_csv(figures / "table_search_arena_gains.csv")
+    row = table[table.random_seed.astype(str) == "pooled"].iloc[0]
+    assert (row.gain, row.lo, row.hi) == pytest.approx((pooled["gain"], pooled["lo"], pooled["hi"]), abs=1e-4)
+    assert run_recipe(_as_figures(figures)) == pytest.approx(
+        (pooled["gain"], pooled["lo"], pooled["hi"]), abs=1e-6)  # the per-unit file reproduces it
+    assert "fresh secret" in (figures / "table_search_arena_gains.md").read_text()
+    ledger = [json.loads(line) for line in (figures / "samples" / "08_search_arena_ledger.jsonl").read_text().splitlines()]
+    assert [e["kind"] for e in ledger] == kinds  # the public ledger, committed beside the per-unit file
+    for name in ("fig_search_arena_dynamics.png", "table_search_arena_generations.md"):
+        assert (figures / name).exists()
+
+
+def _as_figures(folder):
+    """The recipe reads ``figures/samples/...`` from its working folder: a folder whose ``figures`` is ours."""
+    root = folder.parent / "recipe"
+    root.mkdir(exist_ok=True)
+    if not (root / "figures").exists():
+        (root / "figures").symlink_to(folder)
+    return root

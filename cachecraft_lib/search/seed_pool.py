@@ -41,9 +41,11 @@ class SeedPool:
 
 
 def _by_unit(units: pd.DataFrame, what: str) -> pd.DataFrame:
+    """Rows by unit, in (task, context) order: the order the bootstrap's draws pair with (docs/uncertainty.md's
+    recipe pivots the committed file into the same order)."""
     if units is None or units.empty:
         raise ValueError(f"no per-unit test values for {what}")
-    return units.set_index("context_id")
+    return units.sort_values(["task", "context_id"]).set_index("context_id")
 
 
 def pool_seeds(units: dict[int, pd.DataFrame], names: dict[int, str], reference: pd.DataFrame, reference_name: str,
