@@ -111,3 +111,21 @@ def test_a_method_that_stops_reading_is_killed_within_its_limits(tmp_path, mode)
         assert "wall-clock budget of 6 s is spent" in str(err.value)
         assert box._box.wall_used >= 5.0  # the write's time was charged to the budget
     assert elapsed < wall + 60 and not processes_in(trace)  # + the start, slow on a loaded machine
+
+
+def test_cpu_burned_after_the_last_call_is_charged_and_the_sandbox_killed_by_its_life_limit(tmp_path):
+    """A timer's handler burns after the last reply, while the harness does its own work: the runtime's RLIMIT_CPU
+    (load + wall budget seconds) kills it with no call from the harness, and ``close`` charges what it burned."""
+    box = method_box(tmp_path, "arena_cpu_between_calls", Limits(timeout_s=1.0, memory_mb=256, load_s=1.0,
+                                                                  wall_s=2.0), seconds=1000)
+    with box:
+        trace = cgroup_names(box)
+        box.call(layer_arrays(), **SCALARS)
+        end = time.monotonic() + 180
+        while box._box.process.alive and time.monotonic() < end:  # waits on the process, not a clock
+            time.sleep(0.05)
+        assert not box._box.process.alive  # killed by the kernel at 3 s of CPU (SIGXCPU, then SIGKILL)
+        cgroup = box._box.process.cgroup is not None
+    if cgroup:  # the cgroup keeps a dead sandbox's CPU time; without one it went with the process
+        assert box._box.cpu_used >= 2.0, box._box.cpu_used
+    assert not processes_in(trace)

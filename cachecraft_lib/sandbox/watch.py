@@ -56,8 +56,8 @@ class Process:
     def cpu_seconds(self) -> float | None:
         if self.cgroup is not None:
             return self.cgroup.cpu_seconds()
-        seconds = [proc_cpu_seconds(pid) for pid in self.tree()]
-        return sum(s for s in seconds if s is not None) if seconds else None
+        seconds = [s for s in map(proc_cpu_seconds, self.tree()) if s is not None]
+        return sum(seconds) if seconds else None  # None: the tree has ended
 
     def tasks(self) -> int:
         """Processes and threads in the sandbox now."""
