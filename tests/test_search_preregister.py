@@ -178,3 +178,15 @@ def test_the_pooled_gain_is_the_mean_over_seeds_and_counts_the_seeds_that_beat_t
     assert "1 of 3 seeds beat frc" in pool.summary()
     with pytest.raises(ValueError, match="same units"):
         pool_seeds({0: seeds[0].iloc[:30]}, {0: "x"}, ref, "frc", 0.005)
+
+
+def test_seed_program_is_the_option_and_seed_an_alias_that_warns(capsys):
+    from cachecraft_lib.cli import build_parser
+    from cachecraft_lib.cli.arena_search import _seed_program
+
+    new = build_parser().parse_args(["arena", "search", "--board", "A", "--seed-program", "v5"])
+    assert _seed_program(new) == "v5"
+    old = build_parser().parse_args(["arena", "search", "--board", "A", "--seed", "v5"])
+    with pytest.warns(FutureWarning, match="--seed-program"):
+        assert _seed_program(old) == "v5"
+    assert "deprecated" in capsys.readouterr().err
