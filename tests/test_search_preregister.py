@@ -190,3 +190,19 @@ def test_seed_program_is_the_option_and_seed_an_alias_that_warns(capsys):
     with pytest.warns(FutureWarning, match="--seed-program"):
         assert _seed_program(old) == "v5"
     assert "deprecated" in capsys.readouterr().err
+
+
+def test_a_claim_to_be_preregistered_is_checked_against_the_ledger(tmp_path):
+    ledger, plan = _registered(tmp_path)
+    prefix = plan["payload"]["plan_hash"][:16]
+
+    def entry(**origin):
+        return ledger.append("submission", {"board": "A", "name": "x", "author": "y", "origin": {
+            "kind": "search", "seed": "v1", "random_seed": 1, "registration": "preregistered", "plan": prefix,
+            **origin}})
+
+    honest, other_seed, spoofed = entry(), entry(random_seed=9), entry(plan="0" * 16)
+    events = ledger.events()
+    assert preregister.claim_holds(events, honest)
+    assert not preregister.claim_holds(events, other_seed) and not preregister.claim_holds(events, spoofed)
+    assert not preregister.claim_holds(events, {**honest, "seq": 0})  # a plan recorded after the entry counts not

@@ -174,3 +174,21 @@ def _registered(events: list[dict], run: Path, run_id: str | None) -> dict:
     if earlier:
         raise NotPreregistered(f"the ledger holds an entry of this run (seq {earlier[0]['seq']}) before its plan")
     return event
+
+
+def claim_holds(events: list[dict], entry: dict) -> bool:
+    """Does a ``submission`` event's claim to be pre-registered hold against the ledger? Anyone can write
+    ``registration: preregistered`` into a metadata.yaml, so a reader checks it: a ``plan`` event earlier in the
+    ledger whose hash starts with the origin's ``plan``, for the entry's board, seed program and random seed."""
+    origin = (entry.get("payload") or {}).get("origin") or {}
+    prefix = str(origin.get("plan") or "")
+    if origin.get("registration") != PREREGISTERED or len(prefix) != 16:
+        return False
+    for e in events[: entry.get("seq", len(events))]:
+        plan = e.get("payload") or {}
+        if (e.get("kind") == "plan" and str(plan.get("plan_hash", "")).startswith(prefix)
+                and plan_hash(plan) == plan.get("plan_hash") and plan.get("board") == entry["payload"].get("board")
+                and plan.get("seed_program") == origin.get("seed")
+                and origin.get("random_seed") in (plan.get("random_seeds") or [])):
+            return True
+    return False
