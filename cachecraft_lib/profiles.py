@@ -83,7 +83,7 @@ PROFILES: dict[str, Profile] = {
                                 "resolve what the cpu profile cannot (docs/running_on_a_gpu.md)",
         models=(EMBEDDED_MODEL,), lengths=(1024, 2048), ratios=PAPER_RATIOS, methods=PAPER_METHODS,
         samples_per_task=100, ruler_source="offline", embedded=True, device="cuda", dtype="float32",
-        latency_lengths=(1024, 2048), latency_repeats=30, search_iterations=100,
+        latency_lengths=(1024, 2048), latency_repeats=20, search_iterations=100,
         extras={"search_stage_samples": (2, 4), "board_search": (14, 8), "label": "gpu profile, embedded stand-in"}),
     # its arena boards: arena/boards/gpu.yaml (4x the cpu profile's dev contexts per task)
     "paper": Profile(

@@ -65,18 +65,42 @@ def _report(summary) -> int:
 
 
 def _cmd_estimate(args: argparse.Namespace) -> int:
+    """The paper grid's GPU hours: measured by a GPU run of scripts/rehearse_paper.py where one is recorded
+    (``grid.measured``), else the batched engine's roofline model, labelled as an estimate."""
+    from ..grid import measured
+
+    if args.gpus < 1:
+        print(f"error: --gpus must be >= 1, got {args.gpus}", file=sys.stderr)
+        return 2
+    try:
+        record = measured.load_measured(args.measured or measured.MEASURED)
+    except measured.MeasurementError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if record is not None:
+        print(measured.describe(record, args.gpus))
+        if measured.paper_scale(record):
+            return 0
+        print()
+    elif args.measured:
+        print(f"error: no measurement at {args.measured} (scripts/rehearse_paper.py writes one)", file=sys.stderr)
+        return 2
+    else:
+        print("no measured cost recorded yet (a GPU run of scripts/rehearse_paper.py writes "
+              "docs/gpu_runs/paper_cost.json): the roofline estimate follows")
+    return _roofline(args)
+
+
+def _roofline(args: argparse.Namespace) -> int:
     """The paper grid's GPU hours from the batched engine's cost model (question side from offline RULER rows)."""
     from ..grid.cost import describe, paper_grid_estimate
     from ..models.loading import load_model
     from ..profiles import EMBEDDED_MODEL
     from ..ruler import load
 
-    if args.gpus < 1:
-        print(f"error: --gpus must be >= 1, got {args.gpus}", file=sys.stderr)
-        return 2
     _, tokenizer = load_model(EMBEDDED_MODEL, device="cpu")
     rows = load(1024, tokenizer, source="offline", samples_per_task=2, seed=42)
-    print("paper grid with the batched engine (an estimate, not a measurement; question lengths from offline "
+    print("paper grid with the batched engine (a roofline estimate, not a measurement; question lengths from offline "
           "RULER rows and the embedded tokenizer):")
     print(describe(paper_grid_estimate(rows, tokenizer, gpus=tuple(sorted({1, args.gpus})))))
     return 0
@@ -114,7 +138,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     gr.add_argument("--max-retries", type=int, default=3,
                     help="with --ray: times Ray re-runs a group whose worker died (it resumes from the store)")
     gr.add_argument("--estimate", action="store_true",
-                    help="print the paper grid's estimated GPU hours (batched engine, per GPU and for --gpus) "
-                         "and exit")
+                    help="print the paper grid's GPU hours and exit: measured by a GPU run of "
+                         "scripts/rehearse_paper.py where one is recorded, else the roofline estimate, labelled")
     gr.add_argument("--gpus", type=int, default=4, help="with --estimate: the number of GPUs (default 4)")
+    gr.add_argument("--measured", metavar="FILE", help="with --estimate: the rehearsal's record to read (default "
+                                                       "docs/gpu_runs/paper_cost.json, if a GPU run wrote it)")
     gr.set_defaults(func=_cmd_grid)
