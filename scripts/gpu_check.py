@@ -1,6 +1,6 @@
 """The Python steps of ``scripts/gpu_check.sh``, one module each (``scripts/gpu_<step>.py``).
 
-    python3 scripts/gpu_check.py STEP --work DIR      STEP: env, embedded, eightb, search, train, summary
+    python3 scripts/gpu_check.py STEP --work DIR      STEP: one of STEPS, or summary
     python3 scripts/gpu_check.py summary --work DIR --out OUT
 
 Each step writes ``DIR/<step>.json``: its ``verdict`` (``pass``, ``fail: ...``, ``cpu scale: ...`` where CUDA is
@@ -20,7 +20,7 @@ import time
 import traceback
 from pathlib import Path
 
-STEPS = ("env", "embedded", "eightb", "search", "train")
+STEPS = ("env", "throughput", "rehearsal", "notebooks", "embedded", "eightb", "search", "train")
 HERE = Path(__file__).resolve().parent
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from gpu_check import STEPS
 
+EXTRAS = ("paper_cost.json", "notebooks.tar.gz")  # the rehearsal's record, the executed notebooks and figures
 CSVS = ("cells.csv", "cache_lengths.csv", "latency.csv", "latency_ratios.csv", "latency_samples.csv")
 LOG_SUFFIXES = (".log", ".json", ".jsonl", ".csv", ".txt", ".md")
 MAX_LOG_BYTES = 2 * 2**20  # per file in the tarball: the run folders hold no large file the summary needs
@@ -70,8 +71,10 @@ def summarise(work: Path, out: Path) -> int:
     steps = {step: step_verdict(work, step, codes.get(step)) for step in STEPS}
     env = steps["env"]
     device = (env.get("device") or {}).get("name") or ("no CUDA" if env.get("device") else "unknown")
-    files = []
-    for name in CSVS[: MAX_FILES - 2]:
+    files = [name for name in EXTRAS if (work / name).is_file()]
+    for name in files:
+        shutil.copyfile(work / name, out / name)
+    for name in CSVS[: MAX_FILES - 2 - len(files)]:
         if (work / name).is_file():
             shutil.copyfile(work / name, out / name)
             files.append(name)

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 SCRIPTS = Path(__file__).parents[1] / "scripts"
-STEPS = ["env", "embedded", "eightb", "search", "train"]
+STEPS = ["env", "throughput", "rehearsal", "notebooks", "embedded", "eightb", "search", "train"]
+DEFAULT = ["env", "throughput", "rehearsal", "notebooks"]  # the first check's steps only when asked for
 
 
 @pytest.fixture()
@@ -32,8 +33,10 @@ def test_shell_script_parses_and_dry_runs_every_step_under_its_timeout(tmp_path)
                           capture_output=True, text=True, check=True, cwd=SCRIPTS.parent)
     lines = done.stdout.splitlines()
     assert [line.split()[0] for line in lines] == STEPS
-    limits = [int(line.split("timeout ")[1].split("s)")[0]) for line in lines]
-    assert sum(limits) <= 540 and all(limit >= 20 for limit in limits)  # under the device's 10 minutes a command
+    assert [line.split()[0] for line in lines if "dry-run" in line] == DEFAULT
+    limits = [int(line.split("timeout ")[1].split("s)")[0]) for line in lines if "dry-run" in line]
+    assert sum(limits) == 540 and all(limit >= 20 for limit in limits)  # 9 minutes: notebooks get what is left
+    assert limits[-1] >= 300  # about 6 minutes for the nine notebooks
     text = (SCRIPTS / "gpu_check.sh").read_text()
     assert 'timeout -k "$KILL_AFTER"' in text and "python3" in text and "--no-index --no-deps" in text
 
@@ -67,7 +70,8 @@ def test_steps_stay_within_the_budget_and_timeout_kills_what_a_step_started(tmp_
     script = _script_with_steps(tmp_path, steps)
     start = time.monotonic()
     subprocess.run(["bash", str(script), str(tmp_path / "out")], check=True, capture_output=True,
-                   env={**os.environ, "BUDGET_S": "7", "MIN_STEP_S": "3", "KILL_AFTER_S": "1"}, cwd=SCRIPTS.parent)
+                   env={**os.environ, "BUDGET_S": "7", "MIN_STEP_S": "3", "KILL_AFTER_S": "1", "STEPS": "a b c"},
+                   cwd=SCRIPTS.parent)
     assert time.monotonic() - start < 12
     work = Path((tmp_path / "out" / "work").read_text().strip())
     codes = (work / "steps.txt").read_text().splitlines()

@@ -4,8 +4,8 @@ leaves ``gpu`` out, and two notebooks run end to end through ``cachecraft reprod
 
 Running all nine notebooks again here would add about as much as the smoke notebook tests (tens of minutes), so
 the stand-in's sizes are pinned to the smoke profile's (which the notebook tests run) and what differs by name
-(boards, settings, figures, label) is checked directly; ``scripts/gpu_check.sh`` runs all nine (CPU mode:
-``tests/test_gpu_run.py``)."""
+(boards, settings, figures, label) is checked directly. ``scripts/gpu_check.sh``'s notebooks step runs all nine
+on a GPU (on a CPU: tests/test_gpu_sim.py, notebook 00)."""
 
 from __future__ import annotations
 

@@ -45,7 +45,9 @@ def test_the_check_runs_end_to_end_in_a_clean_stand_in_for_the_gpu_machine(stand
     python, wheels = stand_in
     out = tmp_path / "out"
     env = {"PYTHON": str(python), "GPU_WHEELS": str(wheels), "GPU_CHECK_SITE": str(tmp_path / "site"),
-           "GPU_CHECK_TIME_SCALE": "8", "BUDGET_S": "3000", "TMPDIR": str(tmp_path), "PYTHONPATH": ""}
+           "GPU_CHECK_TIME_SCALE": "8", "BUDGET_S": "3000", "TMPDIR": str(tmp_path), "PYTHONPATH": "",
+           # the rehearsal's CPU path is tests/test_gpu_rehearsal.py's; notebook 00 checks papermill and its kernel
+           "STEPS": "throughput notebooks embedded eightb search train", "GPU_CHECK_NOTEBOOKS": "00"}
     start = time.monotonic()
     done = subprocess.run(["bash", "scripts/gpu_check.sh", str(out)], cwd=REPO, env={**os.environ, **env},
                           capture_output=True, text=True, timeout=3300)
@@ -58,12 +60,13 @@ def test_the_check_runs_end_to_end_in_a_clean_stand_in_for_the_gpu_machine(stand
     assert env_record["verdict"] == "pass" and env_record["versions"]["transformers"] == "5.2.0"
     assert set(env_record["origins"].values()) == {"carried"}  # the pins came from the wheels, not the image
     assert env_record["device"]["cuda"] is False and summary["scale"] == "cpu"
-    for name in ("embedded", "eightb", "search", "train"):  # no CUDA: each ran its CPU scale and says so
+    for name in ("throughput", "notebooks", "embedded", "eightb", "search", "train"):  # no CUDA: CPU scale, said so
         assert steps[name]["verdict"].startswith("cpu scale (no CUDA)"), (name, steps[name]["verdict"])
     assert steps["embedded"]["agreement"]["float32"]["batched_eq_pipeline"].split("/")[0] == \
         steps["embedded"]["agreement"]["float32"]["batched_eq_pipeline"].split("/")[1]
     assert steps["eightb"]["decode"]["rows"] == 31 and steps["eightb"]["size"]["repeats"] >= 10
     assert steps["search"]["start_methods"] == ["spawn"] and steps["search"]["worker_failures"] == 0
+    assert steps["throughput"]["differ"] == 0 and steps["notebooks"]["ok"] == ["00_ruler_benchmark"]
     files = list(out.iterdir())
     assert len(files) <= 8 and all(f.is_file() and f.stat().st_size <= 16 * 2**20 for f in files)
     assert not list(out.rglob("*.pt*"))  # no optimiser state, no weights
