@@ -1,9 +1,13 @@
-"""The search's board fitness is `arena dev`'s score, and the population path equals one-at-a-time (smoke board A)."""
+"""The search's board fitness is `arena dev`'s score, and the population path equals one-at-a-time (smoke board A).
+
+The refusal tests put the bad candidate in the same population as good ones, with no gate result kept from an
+earlier call (``fresh``), check through the runner that they really shared each pass, and compare the good ones'
+scores with their scores alone on the one-at-a-time path (``solo``)."""
 
 import pytest
 
 from cachecraft_lib.arena.board_runner import submission_contender
-from cachecraft_lib.search.board_fitness import BoardFitness, offline_population
+from cachecraft_lib.search.board_fitness import BoardFitness, candidate_name, offline_population
 from cachecraft_lib.search.seeds import seed_path
 
 pytestmark = pytest.mark.filterwarnings("ignore")
@@ -19,6 +23,34 @@ def generation():
     return offline_population(seed_path("v1").read_text(), 3, random_seed=1)
 
 
+@pytest.fixture(scope="module")
+def solo(fitness, generation):
+    """Each of the generation's first two programs alone, one at a time through ``Arena.run``: the reference."""
+    return [fitness.evaluate_one(s) for s in generation[:2]]
+
+
+def fresh(fitness, sources, monkeypatch) -> tuple[list, list[set[str]]]:
+    """``fitness.evaluate(sources)`` with no stage-1 result kept from an earlier call, and the candidate names of
+    each population pass the runner made (so a test can check the bad candidate shared the good ones' pass)."""
+    passes: list[set[str]] = []
+    run = fitness.runner.run
+
+    def spy(items, candidates, progress=False):
+        passes.append({c.name for c in candidates})
+        return run(items, candidates, progress)
+
+    monkeypatch.setattr(fitness.runner, "run", spy)
+    fitness._gates.clear()
+    return fitness.evaluate(sources), passes
+
+
+def assert_unchanged(alone, mixed):
+    """The good candidates of a mixed population score exactly as each did alone."""
+    for a, m in zip(alone, mixed, strict=True):
+        assert m.valid and m.stage == a.stage, (a, m)
+        assert (m.gate_score, m.fitness) == pytest.approx((a.gate_score, a.fitness), abs=1e-12)
+
+
 def test_fitness_is_arena_dev_score(fitness):
     source = seed_path("v1").read_text()
     result = fitness.evaluate([source], full=True)[0]
@@ -29,10 +61,10 @@ def test_fitness_is_arena_dev_score(fitness):
     assert result.report["gain"].point == pytest.approx(report["gain"].point, abs=1e-12)
 
 
-def test_population_equals_one_at_a_time(fitness, generation):
-    batched = fitness.evaluate(generation)
-    single = [fitness.evaluate_one(s) for s in generation]
-    assert len({r.name for r in batched}) == 3
+def test_population_equals_one_at_a_time(fitness, generation, solo, monkeypatch):
+    batched, passes = fresh(fitness, generation, monkeypatch)
+    single = solo + [fitness.evaluate_one(generation[2])]
+    assert len({r.name for r in batched}) == 3 and passes[0] == {r.name for r in batched}
     for b, s in zip(batched, single, strict=True):
         assert (b.name, b.valid, b.stage) == (s.name, s.valid, s.stage)
         assert b.gate_score == pytest.approx(s.gate_score, abs=1e-12)
@@ -41,15 +73,14 @@ def test_population_equals_one_at_a_time(fitness, generation):
             assert b.fitness == pytest.approx(s.fitness, abs=1e-12)
 
 
-def test_hostile_candidate_refused_others_unchanged(fitness, generation):
+def test_hostile_candidate_refused_others_unchanged(fitness, generation, solo, monkeypatch):
     seed = seed_path("v1").read_text()
     hostile = seed.replace("    return topk_tokens(scores, ctx)", "    return topk_tokens(scores, ctx) + ctx.L")
     assert hostile != seed
-    alone = fitness.evaluate(generation[:2])
-    mixed = fitness.evaluate([generation[0], hostile, generation[1]])
+    mixed, passes = fresh(fitness, [generation[0], hostile, generation[1]], monkeypatch)
+    assert passes[0] == {r.name for r in mixed}  # one gate pass, the hostile candidate inside it
     assert not mixed[1].valid and mixed[1].failure_kind == "out_of_range", mixed[1]
-    for a, m in zip(alone, [mixed[0], mixed[2]], strict=True):
-        assert (a.gate_score, a.fitness) == (m.gate_score, m.fitness)
+    assert_unchanged(solo, [mixed[0], mixed[2]])
 
 
 def test_stage0_refuses_edits_outside_the_block(fitness):
@@ -63,20 +94,15 @@ def _edited(old: str, new: str) -> str:
     return seed.replace(old, new, 1)
 
 
-def test_hang_and_memory_refused_others_unchanged(fitness, generation):
+def test_hang_and_memory_refused_others_unchanged(fitness, generation, solo, monkeypatch):
     hang = _edited("def score_tokens(ctx):\n", "def score_tokens(ctx):\n    while True:\n        pass\n")
     memory = _edited("def score_tokens(ctx):\n", "def score_tokens(ctx):\n    _ = np.ones(1 << 34)\n")
-    before = fitness.limits
-    fitness.limits = {"timeout_s": 1.0, "memory_mb": 256}
-    try:
-        alone = fitness.evaluate(generation[:2])
-        mixed = fitness.evaluate([generation[0], hang, memory, generation[1]])
-    finally:
-        fitness.limits = before
+    monkeypatch.setattr(fitness, "limits", {"timeout_s": 1.0, "memory_mb": 256})
+    mixed, passes = fresh(fitness, [generation[0], hang, memory, generation[1]], monkeypatch)
+    assert passes[0] == {r.name for r in mixed}
     assert not mixed[1].valid and mixed[1].failure_kind == "timeout", mixed[1]
     assert not mixed[2].valid and mixed[2].failure_kind == "memory", mixed[2]
-    for a, m in zip(alone, [mixed[0], mixed[3]], strict=True):
-        assert m.valid and (a.gate_score, a.fitness) == (m.gate_score, m.fitness)
+    assert_unchanged(solo, [mixed[0], mixed[3]])
 
 
 def test_state_does_not_cross_contexts(fitness):
@@ -93,9 +119,11 @@ def test_state_does_not_cross_contexts(fitness):
     assert (batched.gate_score, batched.fitness) == (single.gate_score, single.fitness)
 
 
-def test_a_program_changing_the_feature_code_scores_as_in_the_arena(fitness):
+def test_a_program_changing_the_feature_code_scores_as_in_the_arena(fitness, generation, solo, monkeypatch):
     """The features are built outside once for all candidates; a program that rebinds what that code reads
-    (here the preamble's N_SINK, which sink_mask uses) is evaluated one at a time, so its score stays arena dev's."""
+    (the preamble's N_SINK, which sink_mask uses; numpy's norm, which key_norm uses) goes, inside a population,
+    one at a time through the arena's path, so its score is arena dev's; the population's other members still
+    share one pass."""
     from cachecraft_lib.search.policy_batch import shares_features
 
     seed = seed_path("v1").read_text()
@@ -104,18 +132,21 @@ def test_a_program_changing_the_feature_code_scores_as_in_the_arena(fitness):
     assert shares_features(fitness.convert(seed).submission.source)
     assert not shares_features(fitness.convert(sinks).submission.source)
     assert not shares_features(fitness.convert(patched).submission.source)
-    batched = fitness.evaluate([sinks])[0]
-    single = fitness.evaluate_one(sinks)
-    assert batched.valid and (batched.gate_score, batched.fitness) == (single.gate_score, single.fitness)
+    mixed, passes = fresh(fitness, [generation[0], sinks, patched, generation[1]], monkeypatch)
+    assert all(candidate_name(s) not in p for s in (sinks, patched) for p in passes)
+    for source, result in zip((sinks, patched), mixed[1:3], strict=True):
+        single = fitness.evaluate_one(source)  # the arena's path, whose sandbox builds the features itself
+        assert result.valid and single.valid, (result, single)
+        assert (result.stage, result.gate_score, result.fitness) == (single.stage, single.gate_score, single.fitness)
+    assert_unchanged(solo, [mixed[0], mixed[3]])
 
 
-def test_a_candidate_that_fails_to_load_is_refused_others_unchanged(fitness, generation):
+def test_a_candidate_that_fails_to_load_is_refused_others_unchanged(fitness, generation, solo, monkeypatch):
     """The population's sandboxes load side by side (``PopulationRunner._start_all``); a method that raises while
     loading is refused there, with its own reason, and the other candidates' scores do not change."""
     broken = _edited('SELECTION = "tokenwise"\n', 'SELECTION = "tokenwise"\n_BROKEN = 1 // 0\n')
-    alone = fitness.evaluate(generation[:2])
-    mixed = fitness.evaluate([generation[0], broken, generation[1]])
+    mixed, passes = fresh(fitness, [generation[0], broken, generation[1]], monkeypatch)
+    assert passes[0] == {r.name for r in mixed}
     assert not mixed[1].valid and mixed[1].failure_kind == "crash", mixed[1]
     assert "ZeroDivisionError" in mixed[1].reason, mixed[1].reason
-    for a, m in zip(alone, [mixed[0], mixed[2]], strict=True):
-        assert m.valid and (a.gate_score, a.fitness) == (m.gate_score, m.fitness)
+    assert_unchanged(solo, [mixed[0], mixed[2]])
