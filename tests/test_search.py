@@ -134,7 +134,11 @@ def test_hanging_candidate_is_killed_and_the_next_runs_normally(evaluator):
     search, replace = diff.split("<<<<<<< SEARCH\n")[1].split("\n>>>>>>> REPLACE")[0].split("\n=======\n")
     start = time.time()
     result = evaluator.stage1(SEED.replace(search, replace))
-    assert result["artifacts"]["failure_kind"] == "timeout" and time.time() - start < 3.0 + 10
+    # refused by the call's CPU-time watchdog (3 s of CPU), not by the sandbox's hour-long wall budget; the wall
+    # bound only catches a watchdog that never fires, generous for a loaded machine
+    assert result["artifacts"]["failure_kind"] == "timeout", result["artifacts"]
+    assert "within 3 s of CPU time: killed" in result["artifacts"]["invalid"], result["artifacts"]["invalid"]
+    assert time.time() - start < 300
     assert evaluator.stage1(SEED)["metrics"]["valid"] == 1.0
 
 
