@@ -65,3 +65,31 @@ def test_the_papers_own_rounding_is_noted_beside_its_gain():
     assert notes.pop(("llama", 4096)) == "the paper's own 84.5 - 69.2 = 15.3; it prints +15.4"
     assert set(notes.values()) == {""}
     assert gain_note(84.5, 69.2, 15.3) == "" and gain_note(float("nan"), 1.0, 1.0) == ""
+
+
+def _calls(source: str, name: str) -> list[str]:
+    """Every ``name(...)`` call in ``source``, parentheses balanced."""
+    out, start = [], source.find(name + "(")
+    while start >= 0:
+        depth, end = 0, start + len(name)
+        while True:
+            depth += {"(": 1, ")": -1}.get(source[end], 0)
+            if depth == 0:
+                break
+            end += 1
+        out.append(source[start:end + 1])
+        start = source.find(name + "(", end)
+    return out
+
+
+def test_every_table_of_notebooks_00_to_06_is_labelled():
+    """A table says what it measured (model, profile, split) or that it measures nothing: every ``save_table``
+    in notebooks 00-06 passes ``label=`` (07 and 08 are checked by their own tests)."""
+    from cachecraft_lib.report.notebooks import list_notebooks
+
+    books = list_notebooks(["00", "01", "02", "03", "04", "05", "06"])
+    assert len(books) == 7
+    calls = [(book.name, call) for book in books for cell in json.loads(book.read_text())["cells"]
+             if cell["cell_type"] == "code" for call in _calls("".join(cell["source"]), "save_table")]
+    assert len(calls) >= 15
+    assert [(name, call[:80]) for name, call in calls if "label=" not in call] == []
