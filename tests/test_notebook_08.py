@@ -37,6 +37,7 @@ def check(r: dict, figures) -> None:
         assert chosen["child_id"] in chosen["shortlist"] and len(chosen["shortlist"]) <= 2
         assert origin["registration"] == "preregistered" and len(origin["plan"]) == 16
         assert origin["child_id"] == chosen["child_id"] and origin["random_seed"] == int(s)
+    assert r["claims"] == {"search-v1-0": True, "search-v1-1": True}  # each label holds against the ledger
     pooled, per_seed = r["pooled"], pd.DataFrame(r["per_seed"])
     assert pooled["lo"] <= pooled["gain"] <= pooled["hi"] and pooled["beats"] == int(per_seed.beats.sum())
     assert pooled["gain"] == pytest.approx(per_seed.gain.mean(), abs=1e-9)  # the mean over seeds, not the best
