@@ -2,8 +2,8 @@
 
     python benchmarks/sandbox_overhead.py [--profile cpu|smoke] [--board A] [--repeats 10]
 
-Runs the arena's FRC submission (``cachecraft_lib/arena/examples/frc``) once behind the full boundary
-(bubblewrap namespaces + seccomp + cgroup) and once in a plain child process with only the audit hook
+Runs the arena's FRC submission (``cachecraft_lib/arena/examples/frc``) once behind the boundary this machine
+gives (``cachecraft doctor``; bubblewrap namespaces + the seccomp allowlist + a cgroup) and once in a plain child process with only the audit hook
 (``weak: process only``, today's design before the boundary; forced here, never by default) and prints the
 median times and their ratios, and the boundary's extra cost as a share of one dev evaluation (target:
 under 5%). The answers must be identical: the layer outputs and every row the evaluation scores.
@@ -25,8 +25,9 @@ from cachecraft_lib.arena.arena import Arena
 from cachecraft_lib.arena.board_runner import submission_contender
 from cachecraft_lib.arena.submissions.folder import load_submission
 from cachecraft_lib.arena.submissions.press import close_sandboxes
-from cachecraft_lib.arena.submissions.sandbox import Limits, MethodSandbox
-from cachecraft_lib.sandbox import boundary
+from cachecraft_lib.arena.submissions.sandbox import MethodSandbox
+from cachecraft_lib.sandbox import Limits, boundary
+from cachecraft_lib.sandbox.cgroup_mode import CgroupMode
 
 FRC = Path(__file__).parents[1] / "cachecraft_lib" / "arena" / "examples" / "frc"
 MODES = ("boundary", "hook only")
@@ -34,17 +35,19 @@ MODES = ("boundary", "hook only")
 
 @contextlib.contextmanager
 def mode(name: str) -> Iterator[None]:
-    """The full boundary, or a plain process with the audit hook only (weak mode, forced)."""
+    """The full boundary, or a plain process with the audit hook only (weak mode, forced: no bubblewrap, no filter,
+    no cgroup)."""
     if name == "boundary":
         yield
         return
-    saved, saved_env = boundary.missing_parts, os.environ.get(boundary.WEAK_ENV)
-    boundary.missing_parts = lambda: {"bwrap": "benchmark", "seccomp": "benchmark", "cgroup": "benchmark"}
+    saved, saved_detect, saved_env = boundary.missing_parts, boundary.detect, os.environ.get(boundary.WEAK_ENV)
+    boundary.missing_parts = lambda: {"bwrap": "benchmark", "seccomp": "benchmark"}
+    boundary.detect = lambda: CgroupMode(None, why="benchmark")
     os.environ[boundary.WEAK_ENV] = "1"
     try:
         yield
     finally:
-        boundary.missing_parts = saved
+        boundary.missing_parts, boundary.detect = saved, saved_detect
         if saved_env is None:
             os.environ.pop(boundary.WEAK_ENV, None)
         else:
