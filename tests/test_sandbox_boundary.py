@@ -24,7 +24,8 @@ X86_64 = platform.machine() == "x86_64"
 REFUSED = {"inotify_init1": 294, "memfd_create": 319, "eventfd2": 290, "pipe2": 293, "userfaultfd": 323,
            "io_uring_setup": 425, "bpf": 321, "keyctl": 250, "perf_event_open": 298, "socket": 41, "unshare": 272,
            "mount": 165, "fork": 57, "vfork": 58, "ptrace": 101, "setns": 308, "name_to_handle_at": 303,
-           "mknod": 133, "chmod": 90, "symlink": 88, "mkdir": 83, "getxattr": 191, "future_call_1000": 1000}
+           "mknod": 133, "chmod": 90, "symlink": 88, "mkdir": 83, "getxattr": 191, "membarrier": 324,
+           "future_call_1000": 1000}
 FALLBACK = {"clone3": 435, "openat2": 437}  # ENOSYS: the C library falls back to clone / openat
 
 
@@ -129,3 +130,11 @@ def test_cpu_burned_after_the_last_call_is_charged_and_the_sandbox_killed_by_its
     if cgroup:  # the cgroup keeps a dead sandbox's CPU time; without one it went with the process
         assert box._box.cpu_used >= 2.0, box._box.cpu_used
     assert not processes_in(trace)
+
+
+def test_a_process_name_that_is_not_utf8_is_read_like_any_other(tmp_path):
+    """The harness reads the sandbox's processes from /proc/<pid>/stat (tasks, CPU without a cgroup): a name of
+    raw bytes with a ')' inside must neither break it nor shift the fields it reads."""
+    with method_box(tmp_path, "arena_proc_name") as box:
+        assert box.call(layer_arrays(), **SCALARS).shape == (2, 48)
+        assert box._box.process.tasks() == 3 and box._box.process.cpu_seconds() > 0

@@ -37,7 +37,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     # threads of the C library and their synchronisation (threads share the address space, so RLIMIT_AS
     # and the CPU accounting see them; new processes are refused: CONDITIONAL's clone)
     "threads": ("futex", "set_robust_list", "set_tid_address", "rseq", "sched_yield", "sched_getaffinity",
-                "sched_getparam", "sched_getscheduler", "getcpu", "arch_prctl", "membarrier"),
+                "sched_getparam", "sched_getscheduler", "getcpu", "arch_prctl"),
     # resource limits and usage of this process only (prlimit64 on another process: CONDITIONAL)
     "resources": ("getrlimit", "setrlimit", "getrusage", "getpriority"),
     # randomness for hashing and numpy's generators

@@ -166,8 +166,8 @@ def _wait_gone(pids: list[int], patience_s: float = 5.0) -> None:
 def _stat(pid: int) -> list[str] | None:
     """The fields of ``/proc/<pid>/stat`` after the command's name (field 3 first), None where unreadable."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()
+        with open(f"/proc/{pid}/stat", "rb") as f:  # bytes: a process's name may be any bytes (not UTF-8)
+            return f.read().rsplit(b")", 1)[1].decode("ascii", "replace").split()
     except (OSError, IndexError):
         return None
 
