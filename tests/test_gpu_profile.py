@@ -64,13 +64,15 @@ def test_the_standin_keeps_the_gpu_name_and_paths_at_the_smoke_sizes_on_the_cpu(
 
 
 def _profile_tuples(source: str) -> list[tuple[str, ...]]:
-    """Every tuple/list/set literal of strings in ``source`` that names two or more profiles."""
+    """Every tuple/list/set literal of strings, and every dict's keys, in ``source`` that name two or more
+    profiles (a dict of sizes per profile without ``gpu`` raises KeyError under it)."""
     found = []
     for node in ast.walk(ast.parse(source)):
-        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
-            names = tuple(e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str))
-            if len(set(names) & set(PROFILES)) >= 2:
-                found.append(names)
+        elements = node.keys if isinstance(node, ast.Dict) else node.elts if isinstance(
+            node, (ast.Tuple, ast.List, ast.Set)) else []
+        names = tuple(e.value for e in elements if isinstance(e, ast.Constant) and isinstance(e.value, str))
+        if len(set(names) & set(PROFILES)) >= 2:
+            found.append(names)
     return found
 
 
@@ -91,6 +93,7 @@ def test_no_library_module_or_notebook_lists_profiles_without_gpu():
 def test_the_probe_finds_a_profile_list_without_gpu():
     assert _profile_tuples('x = "p" in ("smoke", "cpu", "paper")') == [("smoke", "cpu", "paper")]
     assert _profile_tuples('x = ("cpu",)') == []
+    assert _profile_tuples('SIZES = {"smoke": 1, "cpu": 2, "paper": 3}') == [("smoke", "cpu", "paper")]
 
 
 @pytest.mark.slow
