@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 import pytest
-from sandbox_helpers import SCALARS, cgroup_names, layer_arrays, method_box, processes_in
+from sandbox_helpers import SCALARS, alarm_runtime, cgroup_names, layer_arrays, method_box, processes_in
 
 from cachecraft_lib.arena.submissions.folder import SubmissionError
 from cachecraft_lib.sandbox import Limits, boundary, bwrap
@@ -103,6 +103,7 @@ def test_a_method_that_stops_reading_is_killed_within_its_limits(tmp_path, mode)
         with box:
             trace = cgroup_names(box)
             box.call(layer_arrays(), **SCALARS)
+            alarm_runtime(box)
             box.call(big_request(), **SCALARS)
     elapsed = time.monotonic() - start
     assert err.value.kind == "timeout" and box.calls == 1, str(err.value)
@@ -122,6 +123,7 @@ def test_cpu_burned_after_the_last_call_is_charged_and_the_sandbox_killed_by_its
     with box:
         trace = cgroup_names(box)
         box.call(layer_arrays(), **SCALARS)
+        alarm_runtime(box)
         end = time.monotonic() + 180
         while box._box.process.alive and time.monotonic() < end:  # waits on the process, not a clock
             time.sleep(0.05)

@@ -10,7 +10,15 @@ import sys
 import time
 
 import pytest
-from sandbox_helpers import SCALARS, cgroup_names, expected_boundary, layer_arrays, listener, method_box
+from sandbox_helpers import (
+    SCALARS,
+    alarm_runtime,
+    cgroup_names,
+    expected_boundary,
+    layer_arrays,
+    listener,
+    method_box,
+)
 from sandbox_helpers import processes_in as left_of
 
 from cachecraft_lib.arena.submissions.folder import SubmissionError
@@ -155,6 +163,7 @@ def test_cpu_used_between_calls_is_charged_to_the_next(tmp_path):
         with box:
             names = cgroup_names(box)
             box.call(layer_arrays(), **SCALARS)
+            alarm_runtime(box)
             end = time.monotonic() + 120  # the harness's own work between two layers, until the handler has
             while box._box._gap() < 1.0 and time.monotonic() < end:  # burned a call's CPU (waits on state)
                 time.sleep(0.05)

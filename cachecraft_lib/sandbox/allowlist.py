@@ -24,16 +24,17 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "files": ("read", "pread64", "readv", "preadv", "preadv2", "write", "writev", "pwrite64", "openat", "open",
               "close", "close_range", "lseek", "fstat", "stat", "lstat", "newfstatat", "statx", "fstatfs",
               "statfs", "access", "faccessat", "faccessat2", "readlink", "readlinkat", "getdents64", "getdents",
-              "getcwd", "fcntl", "dup", "dup2", "dup3"),
-    # time: clocks (the vDSO's fallback), sleeping, and timers that signal the process itself
-    "time": ("clock_gettime", "clock_getres", "gettimeofday", "time", "nanosleep", "clock_nanosleep", "times",
-             "getitimer", "setitimer", "alarm"),
+              "getcwd", "dup", "dup2", "dup3"),
+    # time: clocks (the vDSO's fallback) and sleeping. No timers (setitimer, alarm, timer_create): a timer's
+    # signal runs a handler while the runtime waits for its next request, where no call's CPU limit sees it
+    "time": ("clock_gettime", "clock_getres", "gettimeofday", "time", "nanosleep", "clock_nanosleep", "times"),
     # signals within the sandbox (the PID namespace holds nothing else: the harness is not in it)
     "signals": ("rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "sigaltstack", "kill", "tgkill",
                 "tkill"),
-    # who am I (answers from inside the namespaces)
+    # who am I (answers from inside the namespaces; not sysinfo: the host's uptime, load, memory and process
+    # count, a channel between sandboxes that nothing the runtime does needs)
     "identity": ("getpid", "getppid", "gettid", "getuid", "geteuid", "getgid", "getegid", "getgroups",
-                 "getresuid", "getresgid", "getpgrp", "getpgid", "getsid", "uname", "sysinfo"),
+                 "getresuid", "getresgid", "getpgrp", "getpgid", "getsid", "uname"),
     # threads of the C library and their synchronisation (threads share the address space, so RLIMIT_AS
     # and the CPU accounting see them; new processes are refused: CONDITIONAL's clone)
     "threads": ("futex", "set_robust_list", "set_tid_address", "rseq", "sched_yield", "sched_getaffinity",
@@ -47,8 +48,10 @@ ALLOWED: dict[str, tuple[str, ...]] = {
 }
 
 # calls allowed only with these arguments: (name, argument index, mask, value): allowed when arg & mask == value
+# fcntl: duplicating descriptors and their flags only (no locks, leases, signal owners, pipe sizes, notices)
+FCNTL_COMMANDS = {"F_DUPFD": 0, "F_GETFD": 1, "F_SETFD": 2, "F_GETFL": 3, "F_SETFL": 4, "F_DUPFD_CLOEXEC": 1030}
 IOCTL_REQUESTS = {"TCGETS": 0x5401, "FIONREAD": 0x541B, "FIONBIO": 0x5421, "FIONCLEX": 0x5450, "FIOCLEX": 0x5451}
-PRCTL_OPTIONS = {"PR_GET_DUMPABLE": 3, "PR_SET_NAME": 15, "PR_GET_NAME": 16, "PR_GET_SECCOMP": 21,
+PRCTL_OPTIONS = {"PR_GET_DUMPABLE": 3, "PR_GET_NAME": 16, "PR_GET_SECCOMP": 21,
                  "PR_SET_SECCOMP": 22, "PR_SET_NO_NEW_PRIVS": 38, "PR_GET_NO_NEW_PRIVS": 39}
 CLONE_THREAD = 0x00010000
 # CLONE_NEWNS ... CLONE_NEWNET and CLONE_NEWTIME: never, not even with CLONE_THREAD
@@ -56,7 +59,9 @@ CLONE_NAMESPACES = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x1000000
 CONDITIONAL: tuple[tuple[str, int, int, int], ...] = (
     # terminal queries (Python asks whether stdio is a terminal) and close-on-exec flags: no device control
     *(("ioctl", 1, 0xFFFFFFFF, request) for request in IOCTL_REQUESTS.values()),
-    # naming itself, no-new-privileges and installing its own filter: nothing that reaches another process
+    *(("fcntl", 1, 0xFFFFFFFF, command) for command in FCNTL_COMMANDS.values()),
+    # no-new-privileges and installing its own filter: nothing that reaches another process (not PR_SET_NAME:
+    # the runtime never names itself, and a name of any bytes is what the harness reads in /proc)
     *(("prctl", 0, 0xFFFFFFFF, option) for option in PRCTL_OPTIONS.values()),
     # limits of this process only (pid 0)
     ("prlimit64", 0, 0xFFFFFFFF, 0),

@@ -22,6 +22,7 @@ import functools
 import os
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -131,10 +132,34 @@ def plan(allow_weak: bool = False) -> Boundary:
 
 
 def _mounts(files: tuple[Path, ...]) -> list[tuple[Path, str]]:
-    """(host path, path under /sandbox): the interpreter's prefix, the runtime, numpy and ``files``."""
-    mounts = [(Path(os.path.realpath(sys.base_prefix)), "python"), (RUNTIME, "runtime")]
+    """(host path, path under /sandbox): the interpreter and its standard library, the runtime, numpy and
+    ``files``; the prefix's other files stay out (its ``bin`` scripts' and build files name the host's paths)."""
+    mounts = [*_interpreter_mounts(), (RUNTIME, "runtime")]
     mounts += [(folder, f"site/{folder.name}") for folder in _numpy_dirs()]
     return mounts + [(Path(path), f"site/{Path(path).name}") for path in files]
+
+
+def _interpreter_mounts() -> list[tuple[Path, str]]:
+    """The executable and the standard library under ``/sandbox/python``, with what names the host hidden: the
+    global ``site-packages`` (the host's installed packages), the build's ``config-*`` folder and
+    ``_sysconfigdata*.py`` (the prefix's path, compiler flags) are covered by an empty folder or file."""
+    prefix = Path(os.path.realpath(sys.base_prefix))
+    _, here = bwrap.interpreter()
+    stdlib = Path(os.__file__).resolve().parent
+    rel = f"python/{stdlib.relative_to(prefix)}"
+    mounts = [(Path(here), f"python/{Path(here).relative_to(prefix)}"), (stdlib, rel)]
+    hidden = [stdlib / "site-packages", *stdlib.glob("config-*"), *stdlib.glob("_sysconfigdata*.py")]
+    return mounts + [(_empty(path.is_dir()), f"{rel}/{path.name}") for path in hidden if path.exists()]
+
+
+@functools.lru_cache(maxsize=2)
+def _empty(folder: bool) -> Path:
+    """An empty folder (made once per process, readable by the sandbox's uid) or an empty file."""
+    if not folder:
+        return Path(os.devnull)
+    made = Path(tempfile.mkdtemp(prefix="cachecraft-empty-"))
+    made.chmod(0o755)
+    return made
 
 
 def _numpy_dirs() -> list[Path]:

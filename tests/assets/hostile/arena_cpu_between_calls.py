@@ -19,7 +19,7 @@ class Method:
         signal = sys.modules["signal"] if "signal" in sys.modules else None
         if signal is None:
             import signal  # noqa: PLC0415
-        signal.signal(signal.SIGALRM, burn)
-        signal.setitimer(signal.ITIMER_REAL, 0.05)  # no thread, no process: the task count cannot see it
+        signal.signal(signal.SIGALRM, burn)  # the test sends SIGALRM from outside: timers are off the allowlist,
+        # and the accounting behind them (CPU between calls, after the last) must hold whatever the trigger
         guard.VIOLATIONS.clear()
         return np.linalg.norm(layer.keys, axis=-1)

