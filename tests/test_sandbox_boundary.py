@@ -133,10 +133,3 @@ def test_cpu_burned_after_the_last_call_is_charged_and_the_sandbox_killed_by_its
         assert box._box.cpu_used >= 2.0, box._box.cpu_used
     assert not processes_in(trace)
 
-
-def test_a_process_name_that_is_not_utf8_is_read_like_any_other(tmp_path):
-    """The harness reads the sandbox's processes from /proc/<pid>/stat (tasks, CPU without a cgroup): a name of
-    raw bytes with a ')' inside must neither break it nor shift the fields it reads."""
-    with method_box(tmp_path, "arena_proc_name") as box:
-        assert box.call(layer_arrays(), **SCALARS).shape == (2, 48)
-        assert box._box.process.tasks() == 3 and box._box.process.cpu_seconds() > 0
