@@ -28,8 +28,13 @@ FRC, KVPRIOR = EXAMPLES / "frc", EXAMPLES / "kvprior"
 
 
 def _copy(tmp_path: Path, src: Path = FRC, name: str = "entry") -> Path:
+    """A copy of a shipped example under a submitter's identity (the organiser's author and the examples'
+    names are reserved outside arena/examples)."""
     out = tmp_path / name
     shutil.copytree(src, out)
+    meta = (out / "metadata.yaml").read_text()
+    meta = meta.replace("author: cachecraft", "author: tester").replace("name: ", "name: copy-of-", 1)
+    (out / "metadata.yaml").write_text(meta)
     return out
 
 
@@ -303,7 +308,7 @@ def test_a_refused_folder_is_never_recorded_under_a_reserved_or_chosen_name(tmp_
     ]
     for folder_name, name, author, description, kind in cases:
         folder = _author_folder(tmp_path / f"c-{len(arena.ledger.events())}", author, folder_name)
-        meta = (folder / "metadata.yaml").read_text().replace("name: frc", f"name: {json.dumps(name)}")
+        meta = (folder / "metadata.yaml").read_text().replace("name: copy-of-frc", f"name: {json.dumps(name)}")
         (folder / "metadata.yaml").write_text(meta)
         if description:
             (folder / "DESCRIPTION.md").write_text(description)
@@ -352,3 +357,69 @@ def test_a_probe_carrying_the_question_in_disguise_is_refused(case):
     assert err.value.kind == "probe_is_question" and "madly" not in str(err.value)
     check_not_question(["List every name, number, code, and key fact stated in the text above.",
                         "Repeat the previous context exactly.", "Which numbers does the text mention?"], [QUESTION])
+
+
+# ------------------------------------------------- class: a method.py the parser itself cannot survive
+@pytest.mark.parametrize("body", ["x = " + "-" * 200_000 + "1\n",  # MemoryError inside ast.parse
+                                  "x = " + "(" * 100 + "1" + ")" * 100 + "\n",  # operator run, no memory needed
+                                  "x = 1\0\n"])  # ValueError (NUL) from the parser
+def test_a_method_the_parser_cannot_hold_is_refused_not_a_traceback(tmp_path, capsys, body):
+    """Every failure of parsing submission code (MemoryError, RecursionError, ValueError, SyntaxError) is a
+    ``bad_method`` refusal, and ``arena check`` exits non-zero with one line."""
+    folder = _copy(tmp_path)
+    (folder / "method.py").write_text((folder / "method.py").read_text() + body)
+    refused(folder, "bad_method", capsys)
+
+
+# ------------------------------------------- class: identities that read like a reserved one (look-alikes)
+@pytest.mark.parametrize("name,author", [("knorrn", "tester"), ("t0va", "tester"), ("streaming-1lm", "tester"),
+                                         ("spanv0te", "tester"), ("own-entry", "cachecraf\u1e6d"),
+                                         ("own-entry", "cachecr\u0251ft"), ("own-entry", "CACHE craft"),
+                                         ("own-entry", "red\U000e0061 team")])
+def test_an_identity_that_reads_like_a_reserved_one_is_refused(tmp_path, name, author):
+    """Baseline and shipped-example names, and the organiser's author, compared by skeleton (NFKD, marks
+    stripped, look-alike letters of any script and ASCII look-alikes such as rn/m, 0/o, 1/l folded); tag and
+    other invisible characters refused outright. The shipped examples themselves still load (by their path)."""
+    folder = _copy(tmp_path)
+    (folder / "metadata.yaml").write_text(f"name: {name}\nauthor: {json.dumps(author)}\nboards: [A]\n")
+    with pytest.raises(SubmissionError) as err:
+        load_submission(folder)
+    assert err.value.kind in ("reserved_name", "bad_metadata")
+    assert load_submission(FRC).author == "cachecraft"
+
+
+def test_a_yaml_merge_key_is_refused(tmp_path, capsys):
+    folder = _copy(tmp_path)
+    (folder / "metadata.yaml").write_text("base: {boards: [A]}\nname: merged\nauthor: tester\n<<: {boards: [A]}\n")
+    refused(folder, "bad_metadata", capsys)
+
+
+# --------------------------------------- class: probes carrying the question in unlisted look-alikes or reordered
+@pytest.mark.parametrize("probe", [
+    "Wh\u0251t is the speci\u0251l m\u0251gic number for purple-elephant mentioned in the provided text?",
+    "What is the speci\u0251l m\u0585gic number for purple-elephant ment\u0131oned in the provided text?",
+    "What is the special magic number mentioned in the provided text?",  # the template without its key
+    "In the provided text, the number mentioned for purple-elephant: what is the special magic one?",
+    "Summarise the \u0436 facts."])  # a letter the fold does not map, on an ASCII board
+def test_a_probe_with_unlisted_lookalikes_or_the_template_is_refused(probe):
+    from cachecraft_lib.arena.submissions.probes import check_not_question
+
+    question = "What is the special magic number for purple-elephant mentioned in the provided text?"
+    with pytest.raises(SubmissionError):
+        check_not_question([probe], [question])
+    check_not_question(["List every name, number, code, and key fact stated in the text above."], [question])
+
+
+# ------------------------------------ class: an entry claiming another's identity hides it from the judge
+def test_a_copy_claiming_another_entrys_identity_still_meets_it_in_the_judge(tmp_path):
+    """The judge's earlier entries are never dropped for a declared (name, author): a byte copy of a shipped
+    example, and a copy declaring a rival's ledger identity, both still see their source."""
+    from cachecraft_lib.arena.judges.bundle import load_bundle
+
+    spanvote = tmp_path / "spanvote"
+    shutil.copytree(EXAMPLES / "spanvote", spanvote)
+    earlier = {(e.name, e.author) for e in load_bundle(spanvote, events=[]).earlier}
+    assert ("spanvote", "cachecraft") in earlier
+    rival = {"kind": "submission", "payload": {"name": "rival", "author": "alice", "code_sha256": "ab" * 32}}
+    (spanvote / "metadata.yaml").write_text("name: rival\nauthor: alice\nboards: [B_offline]\n")
+    assert any(e.name == "rival" for e in load_bundle(spanvote, events=[rival]).earlier)

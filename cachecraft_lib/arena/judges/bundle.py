@@ -147,7 +147,8 @@ def load_bundle(folder: str | Path, dev_report: str | Path | dict | None = None,
     report = _dev_report(folder, dev_report, private)
     own = (str(metadata.get("name") or folder.name), str(metadata.get("author") or "unknown"))
     return Bundle(folder.resolve(), code, description, metadata, report,
-                  _earlier(folder.resolve(), own, list(earlier), events or [], shipped, private),
+                  _earlier(folder.resolve(), own, list(earlier), events or [], shipped, private,
+                           hashlib.sha256(raw).hexdigest()),
                   hashlib.sha256(raw).hexdigest(), _params_summary(folder))
 
 
@@ -195,23 +196,28 @@ def _entry_from(folder: Path, private: Path | None = None) -> Entry | None:
 
 
 def _earlier(own_folder: Path, own: tuple[str, str], folders: list, events: list[dict],
-             shipped: bool, private: Path | None = None) -> tuple[Entry, ...]:
+             shipped: bool, private: Path | None = None, own_sha: str = "") -> tuple[Entry, ...]:
     """Earlier entries: other folders (the same code in another folder is another entry: a copy to catch), and
-    the ledger's submissions other than this one (same name and author), matched to a folder's code by hash."""
+    the ledger's submissions. Nothing is dropped because of the (name, author) a submission declares (a copy
+    could claim its source's): a folder is dropped only when it is this very folder (a byte-identical copy
+    elsewhere is a copy to catch), and of the ledger only this submission's own record (the latest with its
+    name, author and code hash)."""
     candidates = [Path(f) for f in folders]
     if shipped and SHIPPED.is_dir():
         candidates += sorted(p for p in SHIPPED.iterdir() if p.is_dir())
     found = [e for e in (_entry_from(p, private) for p in candidates if p.resolve() != own_folder) if e is not None]
-    out = {(e.name, e.author): e for e in found if (e.name, e.author) != own}
+    out = {(e.name, e.author, e.code_sha256): e for e in found}
     by_sha = {e.code_sha256: e for e in found}
-    for event in events:
-        data = event.get("payload", event)
-        key = (str(data.get("name")), str(data.get("author")))
-        if event.get("kind") != "submission" or key == own or key in out:
-            continue
+    subs = [e.get("payload", e) for e in events if e.get("kind") == "submission"]
+    own_record = max((i for i, d in enumerate(subs) if (str(d.get("name")), str(d.get("author"))) == own
+                      and str(d.get("code_sha256") or "") == own_sha), default=None)
+    for i, data in enumerate(subs):
         sha = str(data.get("code_sha256") or "")
+        key = (str(data.get("name")), str(data.get("author")), sha)
+        if i == own_record or key in out:
+            continue
         known = by_sha.get(sha)
-        out[key] = Entry(*key, sha, known.code if known else None, known.description if known else "",
+        out[key] = Entry(*key, known.code if known else None, known.description if known else "",
                          known.folder if known else None)
     return tuple(out.values())
 

@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import io
 import re
+import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import SubmissionError
-from .identity import author_key, check_name
+from .identity import author_key, check_identity, is_shipped
 from .metadata import (  # noqa: F401 - metadata_author/origin, check_metadata: imported from here by callers
     METADATA_FILE,
     NAME_RE,
@@ -50,6 +52,7 @@ ALLOWED_IMPORTS = frozenset({"numpy", "math", "functools", "itertools", "collect
 NETWORK_MODULES = frozenset({"socket", "ssl", "http", "urllib", "urllib3", "requests", "ftplib", "smtplib",
                              "asyncio", "selectors", "xmlrpc", "httpx", "aiohttp"})
 MAX_METHOD_BYTES = 256 * 1024
+MAX_OPERATOR_RUN = 64  # operator and bracket tokens in a row (strings and comments do not count)
 MAX_DESCRIPTION_BYTES = 64 * 1024  # twenty times the longest shipped DESCRIPTION.md
 DECODE_BOARDS = frozenset({"C"})
 @dataclass(frozen=True)
@@ -111,15 +114,17 @@ class Submission:
         return author_key(self.author)
 
 
-def load_submission(folder: str | Path) -> Submission:
+def load_submission(folder: str | Path, organiser: bool = False) -> Submission:
     """The checked submission in ``folder``; ``SubmissionError`` naming the first problem otherwise. The folder is
     looked at whole first (``safe_files.folder_problem``: no link, hard link or special file anywhere), then each
     file is read once, by descriptor, without following a link."""
-    folder = Path(folder)
     why = folder_problem(folder)
     if why is not None:
         raise SubmissionError("bad_folder", f"{why}; a submission folder holds only its own plain files (copy "
                                             "them in, do not link them)")
+    folder = Path(folder).resolve()  # a link among its parents is followed once: every read below, the hash and
+    # the run use this one real path, so what is checked is what runs (refusing linked parents would refuse
+    # ordinary paths such as a linked home or /tmp)
     if not folder.is_dir():
         raise SubmissionError("missing_file", f"{folder.name} is not a folder; a submission is a folder with "
                                               f"{METHOD_FILE}, {DESCRIPTION_FILE} and {METADATA_FILE}")
@@ -134,7 +139,7 @@ def load_submission(folder: str | Path) -> Submission:
     check_description(decode_text(raw[DESCRIPTION_FILE], DESCRIPTION_FILE, "bad_description"))
     meta = parse_metadata(metadata)
     name, author, boards = check_metadata(meta)
-    check_name(name)
+    check_identity(name, author, organiser or is_shipped(folder))
     probes = check_probes(meta.get("probes"))
     code = raw[METHOD_FILE]
     returns, decode, whole = check_code_hooks(code, boards)
@@ -215,10 +220,7 @@ def check_hooks(code: bytes) -> tuple[str, bool]:
     least one hook."""
     if len(code) > MAX_METHOD_BYTES:
         raise SubmissionError("bad_method", f"{METHOD_FILE} is {len(code)} bytes; the limit is {MAX_METHOD_BYTES}")
-    try:
-        tree = ast.parse(code.decode("utf-8"), METHOD_FILE)
-    except (SyntaxError, UnicodeDecodeError) as err:
-        raise SubmissionError("bad_method", f"{METHOD_FILE} does not parse: {err}") from None
+    tree = parse_method(code)
     for node in ast.walk(tree):
         for module in _imported(node):
             _check_import(module)
@@ -237,16 +239,54 @@ def check_hooks(code: bytes) -> tuple[str, bool]:
     return ("scores" if hooks == {"score"} else "indices" if hooks else "none"), decode
 
 
+def parse_method(code: bytes) -> ast.Module:
+    """``method.py``'s syntax tree, or ``SubmissionError("bad_method")``: every way the parser fails on hostile
+    text (``SyntaxError``, ``ValueError`` for a NUL, ``MemoryError``/``RecursionError`` for a deeply nested
+    expression such as 200,000 unary minus signs) is a refusal, never a traceback. Operator runs longer than
+    ``MAX_OPERATOR_RUN`` are refused before parsing: no readable method needs them, and the parser's memory
+    grows with them."""
+    try:
+        text = code.decode("utf-8")
+    except UnicodeDecodeError:
+        raise SubmissionError("bad_method", f"{METHOD_FILE} is not UTF-8 text; save it as UTF-8") from None
+    if _longest_operator_run(text) > MAX_OPERATOR_RUN:
+        raise SubmissionError("bad_method", f"{METHOD_FILE} has more than {MAX_OPERATOR_RUN} operator or bracket "
+                                            "tokens in a row; write the expression plainly")
+    try:
+        return ast.parse(text, METHOD_FILE)
+    except SyntaxError as err:
+        raise SubmissionError("bad_method", f"{METHOD_FILE} does not parse (line {err.lineno}): {err.msg}; "
+                                            "fix the syntax") from None
+    except (ValueError, MemoryError, RecursionError):
+        raise SubmissionError("bad_method", f"{METHOD_FILE} cannot be parsed (a NUL byte, or an expression nested "
+                                            "too deeply); write it as plain, shallow Python") from None
+
+
+def _longest_operator_run(text: str) -> int:
+    """The most operator tokens in a row (``tokenize`` is iterative: no depth limit to trip); a text that does not
+    tokenize is left to ``ast.parse`` to report."""
+    longest = run = 0
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            run = run + 1 if token.type == tokenize.OP else 0
+            longest = max(longest, run)
+            if longest > MAX_OPERATOR_RUN:
+                break
+    except (tokenize.TokenError, SyntaxError):
+        pass
+    return longest
+
+
 def method_names(code: bytes) -> set[str]:
     """The functions class ``Method`` defines (``code`` already passed ``check_hooks``)."""
-    tree = ast.parse(code.decode("utf-8"), METHOD_FILE)
+    tree = parse_method(code)
     classes = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == METHOD_CLASS]
     return {n.name for n in classes[-1].body if isinstance(n, ast.FunctionDef)} if classes else set()
 
 
 def _init_takes_params(code: bytes) -> bool:
     """``Method.__init__`` accepts one argument besides ``self`` (positional, or ``*args``)."""
-    tree = ast.parse(code.decode("utf-8"), METHOD_FILE)
+    tree = parse_method(code)
     classes = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == METHOD_CLASS]
     inits = [n for n in classes[-1].body if isinstance(n, ast.FunctionDef) and n.name == "__init__"] if classes else []
     if not inits:

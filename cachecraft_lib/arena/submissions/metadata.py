@@ -5,7 +5,7 @@ A submission's metadata is a small mapping (``name``, ``author``, ``boards``, op
 ``SubmissionError("bad_metadata")`` with a message that never quotes the file:
 
 - anchors and aliases (``&a``/``*a``): an alias bomb expands a few lines into millions of nodes, and a value
-  shared by reference is never needed here;
+  shared by reference is never needed here; merge keys (``<<:``) likewise;
 - tags (``!!python/object``, ``!custom``, even ``!!str``): plain data needs none;
 - more than one document, more than ``MAX_NODES`` nodes, nesting deeper than ``MAX_DEPTH``, a scalar longer than
   ``MAX_SCALAR_CHARS`` (a 100,000-digit number would also trip Python's int conversion limit);
@@ -66,6 +66,8 @@ def _check_events(text: str) -> None:
                 nodes += 1
                 if nodes > MAX_NODES:
                     raise _refuse(f"holds more than {MAX_NODES} values")
+            if isinstance(event, yaml.ScalarEvent) and event.value == "<<" and event.style is None:
+                raise _refuse(f"uses a merge key (<<){_where(event)}; write each key out")
             if isinstance(event, yaml.ScalarEvent) and len(event.value) > MAX_SCALAR_CHARS:
                 raise _refuse(f"has a value of {len(event.value)} characters{_where(event)}; at most "
                               f"{MAX_SCALAR_CHARS}")

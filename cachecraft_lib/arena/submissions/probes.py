@@ -26,6 +26,7 @@ MAX_PROBES = 4
 MAX_PROBE_CHARS = 400
 MAX_PROBE_TOKENS = 128
 NEAR_MIN_WORDS, NEAR_SHARE = 5, 0.8  # a question of 5+ words is carried by a probe holding 80% of them in order
+COVER_SHARE = 0.5  # ... or is made (80%) of its words in any order, covering half of them
 NEAR_MIN_CHARS = 16  # a question's letters run together are looked for when there are this many (not "x")
 
 
@@ -76,14 +77,35 @@ def _near_copy(question: list[str], probe: list[str]) -> bool:
     if len(question) < NEAR_MIN_WORDS:
         return False
     blocks = SequenceMatcher(None, question, probe, autojunk=False).get_matching_blocks()
-    return sum(b.size for b in blocks) >= NEAR_SHARE * len(question)
+    if sum(b.size for b in blocks) >= NEAR_SHARE * len(question):
+        return True
+    return _made_of_question(set(question), probe)
+
+
+def _made_of_question(question: set[str], probe: list[str]) -> bool:
+    """``probe`` (``NEAR_MIN_WORDS`` or more words) is at least ``NEAR_SHARE`` the question's words, in any order,
+    and covers at least ``COVER_SHARE`` of them: the question reordered, or its template with the key left out
+    (11 of its 14 words), which the in-order share of the question alone misses."""
+    if len(probe) < NEAR_MIN_WORDS:
+        return False
+    shared = sum(w in question for w in probe)
+    return shared >= NEAR_SHARE * len(probe) and len(question & set(probe)) >= COVER_SHARE * len(question)
+
+
+def _foreign_letters(probes: list[list[str]], questions: list[str]) -> bool:
+    """A probe keeps a non-ASCII letter after ``fold`` while every question is ASCII: a look-alike letter the
+    fold does not know (a probe for an English board needs none)."""
+    return all(q.isascii() for q in questions) and any(not "".join(p).isascii() for p in probes)
 
 
 def check_not_question(probes: Iterable[str], questions: Iterable[str]) -> None:
     """On a query-agnostic board: ``SubmissionError("probe_is_question")`` when a probe carries a question of the
     context (``words`` of both compared by ``_near_copy``: a question contained in a probe, equal to it, or a
     near copy of it leaks it to the compression)."""
-    probe_words = [words(p) for p in probes]
+    probe_words, questions = [words(p) for p in probes], list(questions)
+    if _foreign_letters(probe_words, questions):
+        raise _refuse("bad_probe", "a probe holds letters outside the Latin alphabet while the board's questions "
+                                   "are in it; write the probe in plain Latin letters")
     for question in questions:
         q = words(question)
         if not q:
