@@ -145,7 +145,7 @@ def _as_submission(bundle: Bundle) -> Submission:
     try:
         return load_submission(bundle.folder)
     except SubmissionError as err:
-        if err.kind not in ("bad_description", "bad_metadata"):
+        if err.kind not in ("bad_description", "bad_metadata", "reserved_name"):  # an identity is metadata too
             raise
     code = bundle.code.encode("utf-8")
     returns, decode = check_hooks(code)
