@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from openevolve.utils.code_utils import extract_diffs
 
 from ..arena.arena import Arena
 from ..arena.scoring.score import dev_report
@@ -262,12 +263,14 @@ class BoardFitness:
 
 
 def apply_diff(source: str, diff: str) -> str:
-    """Apply one ``SEARCH/REPLACE`` block (the offline mutator's answer format) to ``source``."""
-    search = diff.split("<<<<<<< SEARCH\n", 1)[1].split("\n=======\n", 1)[0]
-    replace = diff.split("\n=======\n", 1)[1].split("\n>>>>>>> REPLACE", 1)[0]
-    if search not in source:
-        raise ValueError("the edit's SEARCH text is not in the program")
-    return source.replace(search, replace, 1)
+    """Apply every ``SEARCH/REPLACE`` block of ``diff`` to ``source`` in order. OpenEvolve's own parser reads the
+    blocks (one grammar for both search engines; a stray or missing delimiter is a ``ValueError``); unlike its
+    ``apply_diff``, a block whose SEARCH text is not in the program is an error, never silently skipped."""
+    for search, replacement in extract_diffs(diff):
+        if search not in source:
+            raise ValueError("the edit's SEARCH text is not in the program")
+        source = source.replace(search, replacement, 1)
+    return source
 
 
 def offline_population(seed_source: str, n: int, random_seed: int = 0, edits: int = 2) -> list[str]:

@@ -40,14 +40,10 @@ def _child(parent: str, rng: random.Random, structural: bool) -> tuple[str, str]
         diff, change = propose(parent, rng, structural)
     except ValueError as err:
         return parent, f"(no edit: {err})"
-    code = parent
     try:
-        for block in diff.split(">>>>>>> REPLACE\n"):
-            if block.strip():
-                code = apply_diff(code, block + ">>>>>>> REPLACE\n")
+        return apply_diff(parent, diff), change
     except ValueError as err:
         return parent, f"(no edit: {err})"
-    return code, change
 
 
 def _metrics(result: Any) -> dict[str, float]:
