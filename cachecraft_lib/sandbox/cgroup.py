@@ -13,6 +13,7 @@ import itertools
 import os
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path("/sys/fs/cgroup")
@@ -110,14 +111,7 @@ class CGroup:
 
     def kill(self, patience_s: float = 5.0) -> None:
         """SIGKILL every process in the cgroup until none is left, then remove the cgroup's folders."""
-        end = time.monotonic() + patience_s
-        while (pids := self.pids()) and time.monotonic() < end:
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            time.sleep(0.005)
+        kill_until_empty(self.pids, patience_s)
         for folder in self.folders.values():
             for _ in range(200):  # a killed process leaves its cgroup a moment after it is reaped
                 try:
@@ -135,3 +129,16 @@ def _read_int(path: Path) -> int:
         return int(path.read_text().split()[0])
     except (OSError, IndexError, ValueError):
         return 0
+
+
+def kill_until_empty(pids: Callable[[], list[int]], patience_s: float) -> None:
+    """SIGKILL the processes ``pids()`` names until it names none (or ``patience_s`` passes): a cgroup's list can
+    grow while it is being emptied, so one pass is not enough. Shared by the v1 and the v2 cgroup."""
+    end = time.monotonic() + patience_s
+    while (found := pids()) and time.monotonic() < end:
+        for pid in found:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.005)

@@ -21,10 +21,11 @@ from __future__ import annotations
 import itertools
 import os
 import shutil
-import signal
 import subprocess
 import time
 from pathlib import Path
+
+from .cgroup import kill_until_empty
 
 ROOT = Path("/sys/fs/cgroup")
 NEEDED = ("memory", "pids")
@@ -172,14 +173,7 @@ class CGroup2:
             (self.folder / "cgroup.kill").write_text("1")
         except OSError:
             pass
-        end = time.monotonic() + patience_s
-        while (pids := self.pids()) and time.monotonic() < end:
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            time.sleep(0.005)
+        kill_until_empty(self.pids, patience_s)
         if self._made:
             for _ in range(200):  # a killed process leaves its cgroup a moment after it is reaped
                 try:
