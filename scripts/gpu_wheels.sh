@@ -22,7 +22,10 @@ mkdir -p "$WHEELS"
 if [ -n "${GPU_WHEELS_SEED:-}" ] && [ -d "$GPU_WHEELS_SEED" ]; then
   for whl in "$GPU_WHEELS_SEED"/*-py3-none-any.whl "$GPU_WHEELS_SEED"/*-py2.py3-none-any.whl \
              "$GPU_WHEELS_SEED"/*-abi3-*.whl; do
-    [ -f "$whl" ] && cp -n "$whl" "$WHEELS/"
+    [ -f "$whl" ] || continue
+    # an abi3 wheel built for cp3N installs on Python 3.N and later only (pyzmq's cp312-abi3 is not a 3.11 wheel)
+    if [[ "$(basename "$whl")" =~ -cp3([0-9]+)-abi3- ]] && [ "${BASH_REMATCH[1]}" -gt "${PYVER#3.}" ]; then continue; fi
+    cp -n "$whl" "$WHEELS/"
   done
 fi
 mapfile -t SPECS < <(grep -Ev '^\s*(#|$)' "$LIST")
