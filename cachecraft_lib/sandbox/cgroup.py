@@ -113,14 +113,7 @@ class CGroup:
         """SIGKILL every process in the cgroup until none is left, then remove the cgroup's folders."""
         kill_until_empty(self.pids, patience_s)
         for folder in self.folders.values():
-            for _ in range(200):  # a killed process leaves its cgroup a moment after it is reaped
-                try:
-                    folder.rmdir()
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:
-                    time.sleep(0.005)
+            remove_when_empty(folder)
         self.folders = {}
 
 
@@ -142,3 +135,16 @@ def kill_until_empty(pids: Callable[[], list[int]], patience_s: float) -> None:
             except ProcessLookupError:
                 pass
         time.sleep(0.005)
+
+
+def remove_when_empty(folder: Path) -> None:
+    """Remove a cgroup's folder once the kernel lets go of it: a killed process leaves its cgroup a moment after
+    it is reaped, so the first ``rmdir`` may fail (EBUSY); gone already is fine."""
+    for _ in range(200):
+        try:
+            folder.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            time.sleep(0.005)

@@ -25,7 +25,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from .cgroup import kill_until_empty
+from .cgroup import kill_until_empty, remove_when_empty
 
 ROOT = Path("/sys/fs/cgroup")
 NEEDED = ("memory", "pids")
@@ -175,14 +175,7 @@ class CGroup2:
             pass
         kill_until_empty(self.pids, patience_s)
         if self._made:
-            for _ in range(200):  # a killed process leaves its cgroup a moment after it is reaped
-                try:
-                    self.folder.rmdir()
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:
-                    time.sleep(0.005)
+            remove_when_empty(self.folder)
         self.folders = {}
 
 
