@@ -44,22 +44,35 @@ def test_rank_is_shared_when_the_difference_includes_zero():
     assert (ranks.frc_lo <= ranks.frc).all() and (ranks.frc <= ranks.frc_hi).all()
 
 
-def test_r088_paper_columns_by_correspondence():
+def test_r088_one_row_per_measurement_with_both_paper_models_beside_it():
+    """The stand-in is measured once per length: one row each, both paper models' columns side by side (a row
+    per paper model repeated every measurement, read as two)."""
     table = analysis.r088_table(samples(GRID))
-    assert len(table) == 4  # each stand-in cell beside both paper models
-    row = table[(table.length == 1024) & (table.paper_model == "Llama-3.1-8B-Instruct")].iloc[0]
-    assert row.paper_length == 4096 and row.paper_frc == 84.5 and row.paper_best == "chunkkv 69.2"
-    assert row.paper_gain == 15.4 and "1024 <-> 4096" in row.correspondence and "not a match" in row.correspondence
-    qwen = table[(table.length == 2048) & (table.paper_model == "Qwen3-8B")].iloc[0]
-    assert qwen.paper_length == 8192 and qwen.paper_no_press == 93.9
+    assert len(table) == 2 and not table.duplicated(["model", "length"]).any()
+    row = table.set_index("length").loc[1024]
+    assert row.paper_llama_length == 4096 and row.paper_llama_frc == 84.5 and row.paper_llama_best == "chunkkv 69.2"
+    assert row.paper_llama_gain == 15.4 and row.paper_qwen_frc == 77.6 and row.paper_qwen_best == "expected_attention 72.0"
+    assert "1024 <-> 4096" in row.correspondence and "not a match" in row.correspondence
+    assert "Llama-3.1-8B-Instruct and Qwen3-8B" in row.correspondence and "measured once" in row.correspondence
+    qwen = table.set_index("length").loc[2048]
+    assert qwen.paper_qwen_length == 8192 and qwen.paper_qwen_no_press == 93.9 and qwen.paper_llama_no_press == 94.6
     assert row.best_baseline == "chunkkv" and row.gain_lo <= row.gain <= row.gain_hi
     assert row.gain == pytest.approx(25, abs=3) and row.gain_verdict == REPRODUCED
+    assert not [c for c in table.columns if c.startswith("paper_") and not c.startswith(("paper_llama_", "paper_qwen_"))]
 
 
-def test_r088_of_a_paper_model_is_its_own_cell():
-    table = analysis.r088_table(samples(GRID, model="meta-llama/Llama-3.1-8B-Instruct", lengths=(4096,)))
-    assert len(table) == 1 and table.correspondence.iloc[0] == "same model and length"
-    assert table.paper_no_press.iloc[0] == 95.8
+def test_r088_of_the_paper_models_faces_each_its_own_cell():
+    """Paper profile: each (model, length) row fills its own model's paper columns only, once."""
+    grid = pd.concat([samples(GRID, model=m, lengths=(4096, 8192), seed=k) for k, m in
+                      enumerate(("meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen3-8B"))], ignore_index=True)
+    grid["cell"] = grid.model.str.split("/").str[0] + "_" + grid.cell
+    table = analysis.r088_table(grid).set_index(["model", "length"])
+    assert len(table) == 4 and not table.index.duplicated().any()
+    llama, qwen = table.loc[("Llama-3.1-8B-Instruct", 4096)], table.loc[("Qwen3-8B", 8192)]
+    assert llama.correspondence == "same model and length (paper_llama_*)"
+    assert llama.paper_llama_no_press == 95.8 and llama.paper_llama_length == 4096 and np.isnan(llama.paper_qwen_frc)
+    assert qwen.paper_qwen_frc == 88.6 and qwen.paper_qwen_best == "chunkkv 74.7" and np.isnan(qwen.paper_llama_frc)
+    assert table.loc[("Llama-3.1-8B-Instruct", 4096)].paper_llama_gain_note.startswith("the paper's own 84.5")
 
 
 def test_degradation_has_intervals():
@@ -156,3 +169,37 @@ def test_curve_points_and_mildest_loss():
     loss = claims.mildest_loss(samples(GRID)).set_index("length")
     assert loss.loc[1024, "ratio"] == 0.5 and loss.loc[1024, "best_method"] in {"frc", "snapkv"}  # 70 vs 70.5
     assert loss.loc[1024, "loss"] == pytest.approx(10, abs=2) and loss.loc[1024, "lo"] > 0
+
+
+def test_kept_overlap_counts_shared_tokens_per_layer():
+    from cachecraft_lib.paper.overlap import layer_overlap, overlap_summary, shared_by_layer
+
+    ref, other = {0: {1, 2, 3, 4}, 1: {5, 6}}, {0: {1, 2, 3, 9}, 1: {5, 6}}
+    rows = layer_overlap(ref, other)
+    assert [(r["both"], r["shared"], r["identical"]) for r in rows] == [(3, 0.75, False), (2, 1.0, True)]
+    per_layer = pd.DataFrame([{"method": "frc", "context": 0, **r} for r in layer_overlap(ref, ref)]
+                             + [{"method": "variant", "context": 0, **r} for r in rows])
+    summary = overlap_summary(per_layer)
+    assert summary.loc["frc", "kept_shared_pct"] == 100 and summary.loc["frc", "identical_selections"] == "2/2"
+    assert summary.loc["variant", "kept_shared_pct"] == pytest.approx(87.5)
+    assert summary.loc["variant", "kept_shared_min_pct"] == 75 and summary.loc["variant", "identical_selections"] == "1/2"
+    assert shared_by_layer(per_layer).loc["variant"].tolist() == [75.0, 100.0]
+    with pytest.raises(ValueError, match="different layers"):
+        layer_overlap(ref, {0: {1}})
+
+
+def test_kept_overlap_of_the_ablation_on_the_embedded_model(tiny_model, tiny_rows):
+    """One prefill per press: FRC against itself is identical; FRC with the local term only keeps other tokens;
+    ChunkKV's press records nothing and is left out (a few seconds)."""
+    from cachecraft_lib.paper.overlap import kept_overlap
+    from cachecraft_lib.report.inspection import context_ids
+
+    model, tok = tiny_model
+    ids = [context_ids(tok, c) for c in tiny_rows.context[:2]]
+    per_layer = kept_overlap(model, ids, ["frc", "frc_local_only", "chunkkv"], 0.83)
+    layers = model.config.num_hidden_layers
+    assert set(per_layer.method) == {"frc", "frc_local_only"} and len(per_layer) == 2 * 2 * layers
+    frc, local = per_layer[per_layer.method == "frc"], per_layer[per_layer.method == "frc_local_only"]
+    assert frc.identical.all() and (frc.shared == 1).all() and (frc.kept == frc.kept_reference).all()
+    assert local.shared.between(0, 1).all() and not local.identical.all()
+    assert (local.both <= local.kept_reference).all() and (local.kept_reference > 0).all()

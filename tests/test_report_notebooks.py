@@ -61,7 +61,7 @@ def test_the_papers_own_rounding_is_noted_beside_its_gain():
     from cachecraft_lib.paper.analysis import _paper_cell, gain_note, paper_numbers
 
     paper = paper_numbers("main_r088")
-    notes = {(fam, n): _paper_cell(paper, fam, n)["paper_gain_note"] for fam in ("llama", "qwen") for n in (4096, 8192)}
+    notes = {(fam, n): _paper_cell(paper, fam, n)["gain_note"] for fam in ("llama", "qwen") for n in (4096, 8192)}
     assert notes.pop(("llama", 4096)) == "the paper's own 84.5 - 69.2 = 15.3; it prints +15.4"
     assert set(notes.values()) == {""}
     assert gain_note(84.5, 69.2, 15.3) == "" and gain_note(float("nan"), 1.0, 1.0) == ""

@@ -34,10 +34,10 @@ def test_notebook_03_ruler_grid(smoke, figures, tmp_path):
     assert len(r["frc_rank"]) == 2 and all(1 <= k <= 3 for k in r["frc_rank"])
     assert all(1 <= best <= worst <= 3 for best, worst in r["frc_rank_range"])
     assert len(r["curve"]) == r["cells"] and all(inside(p, "aggregate", "lo", "hi") for p in r["curve"])
-    # the stand-in cell beside both paper models, by the stated correspondence
-    assert len(r["r088"]) == 2 and all(0 <= row["frc"] <= 100 for row in r["r088"])
-    assert {row["paper_model"] for row in r["r088"]} == {"Llama-3.1-8B-Instruct", "Qwen3-8B"}
-    assert all("not a match" in row["correspondence"] and row["paper_frc"] > 0 for row in r["r088"])
+    # the stand-in cell once, both paper models beside it in columns of their own, by the stated correspondence
+    assert len(r["r088"]) == 1 and all(0 <= row["frc"] <= 100 for row in r["r088"])
+    assert all("not a match" in row["correspondence"] and "Llama-3.1-8B-Instruct and Qwen3-8B" in row["correspondence"]
+               and row["paper_llama_frc"] > 0 and row["paper_qwen_frc"] > 0 for row in r["r088"])
     assert all(inside(row, "gain", "gain_lo", "gain_hi") and row["gain_verdict"] in VERDICTS for row in r["r088"])
     assert r["degradation"] and all(inside(row, "drop", "lo", "hi") for row in r["degradation"])
     assert r["tasks"] == ["niah_single_1", "niah_multikey_2", "vt", "qa_1", "aggregate"]
@@ -51,8 +51,8 @@ def test_notebook_03_ruler_grid(smoke, figures, tmp_path):
     assert r["frc_rank"] == [1, 1] and r["frc_rank_range"] == [[1, 3], [1, 3]]
     assert [p[k] for p in r["curve"] for k in ("lo", "hi")] == pytest.approx(  # cells in name order
         [12.5, 62.5, 25.0, 75.0, 27.5, 77.5, 25.0, 75.0, 50.0, 55.0, 25.0, 55.0, 0.0, 50.0], abs=1e-6)
-    assert [row[k] for row in r["r088"] for k in ("no_press", "frc", "gain", "paper_frc")] == pytest.approx(
-        [52.5, 50.0, 0.0, 89.7, 52.5, 50.0, 0.0, 88.6], abs=1e-6)  # FRC and ChunkKV alike on every sample at 0.88
+    assert [row[k] for row in r["r088"] for k in ("no_press", "frc", "gain", "paper_llama_frc", "paper_qwen_frc")] == (
+        pytest.approx([52.5, 50.0, 0.0, 89.7, 88.6], abs=1e-6))  # FRC and ChunkKV alike on every sample at 0.88
     assert {row["gain_verdict"] for row in r["r088"]} == {"inconclusive at this sample size"}
     assert [(row["method"], row["drop"], row["lo"], row["hi"]) for row in r["degradation"]] == [
         ("chunkkv", pytest.approx(-12.5), pytest.approx(-50.0), pytest.approx(25.0)),

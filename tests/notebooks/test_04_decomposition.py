@@ -2,7 +2,8 @@
 
 It runs with two samples per task (``SAMPLES=2``): the smoke profile's one sample per task gives no interval;
 and at 2048 tokens (``LENGTH=2048``): at 1024 every method scores 0 at r = 0.88, so every scorer interval was
-[0, 0] and every verdict open, values a broken scorer would give too.
+[0, 0] and every verdict open, values a broken scorer would give too. The ablation's kept-token overlap with
+full FRC is measured on the first context of each of the 4 tasks.
 """
 
 from __future__ import annotations
@@ -44,4 +45,13 @@ def test_notebook_04_decomposition(smoke, figures, tmp_path):
     inconclusive = "inconclusive at this sample size"
     assert r["verdicts"] == [inconclusive, "reproduced", inconclusive, inconclusive]
     assert r["needed_per_task"] == [12, None, 10, None]  # for 80% power (None: the point sits on a boundary)
-    assert (figures / "fig_decomposition.png").exists()
+    # did a dropped term change the selection? kept-token overlap with full FRC (first context of 4 tasks, 4 layers)
+    # FRC without max-head scores like FRC on every sample here, yet keeps other tokens on 2 of 16 selections
+    assert r["kept_shared"] == {"frc": 100.0, "frc_no_maxhead": pytest.approx(99.16), "frc_no_density":
+                                pytest.approx(87.86), "frc_local_only": pytest.approx(86.24), "chunkkv": None}
+    assert r["identical_selections"] == {"frc": "16/16", "frc_no_maxhead": "14/16", "frc_no_density": "2/16",
+                                         "frc_local_only": "2/16"}  # ChunkKV's press records no indices
+    assert r["kept_by_layer"]["frc_no_maxhead"] == pytest.approx(
+        {"layer_0": 98.32, "layer_1": 100.0, "layer_2": 100.0, "layer_3": 98.32})
+    assert (figures / "fig_decomposition.png").exists() and (figures / "table_frc_ablation_overlap.md").exists()
+    assert "identical_selections" in (figures / "table_frc_ablation.md").read_text()
