@@ -91,3 +91,29 @@ def test_ruler_vs_ratio_legend_hides_no_curve():
     assert [t.get_text() for t in legend.get_texts()] == ["frc", "snapkv", "no compression"]
     box = legend.get_window_extent()
     assert all(box.x0 >= ax.get_window_extent().x1 for ax in fig.axes)  # beside the panels, over none of them
+
+
+def _leaderboard() -> pd.DataFrame:
+    rows = [("A", "frc", "submission", 0.80, 0.76, 0.84, True, ""), ("A", "echo", "submission", 0.54, 0.48, 0.60, True,
+             "UNDISCLOSED_PRIOR_ART"), ("A", "tova", "baseline", 0.40, 0.34, 0.47, False, ""),
+            ("C", "rkv", "baseline", 0.54, 0.41, 0.66, True, ""), ("C", "h2o", "baseline", 0.24, 0.14, 0.36, False, "")]
+    return pd.DataFrame(rows, columns=["board", "name", "kind", "overall", "lo", "hi", "eligible", "flags"])
+
+
+def test_leaderboard_labels_never_overprint_a_whisker():
+    """Every note (not eligible, flagged) is in the entry's tick label, none in the data area where a whisker
+    runs; each whisker spans its interval (the notes were drawn at the bar's end, inside the interval)."""
+    board = _leaderboard()
+    fig = plots.plot_leaderboard(board)
+    fig.canvas.draw()
+    for ax, name in zip(fig.axes, ("A", "C"), strict=True):
+        rows = board[board.board == name].iloc[::-1]
+        whiskers = {round(line.get_ydata()[0]): tuple(line.get_xdata()) for line in ax.lines}
+        assert whiskers == {i: (r.lo, r.hi) for i, r in enumerate(rows.itertuples())}
+        for text in ax.texts:  # anything written inside the panel must start beyond its row's whisker
+            x, y = text.get_position()
+            assert x > whiskers[round(y)][1], f"{text.get_text()!r} at x = {x} overprints its whisker"
+        labels = [t.get_text() for t in ax.get_yticklabels()]
+        assert labels == [plots.arena.entry_label(r) for _, r in rows.iterrows()]
+    a_labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    assert a_labels == ["tova (not eligible)", "echo (flagged: UNDISCLOSED_PRIOR_ART)", "frc"]
