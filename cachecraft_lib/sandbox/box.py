@@ -150,10 +150,10 @@ class Box:
 
     def loaded(self) -> dict:
         """The second half of ``start``: the load reply's header, once the child has loaded (``Failure`` if not)."""
-        header, _, _ = self.receive(self._pending_load)
+        reply = self.receive(self._pending_load)
         self.process.settle()
         self._check_load_tasks(RUNTIME_TASKS[self.boundary.bwrap])
-        return header
+        return reply.header
 
     def _check_load_tasks(self, expected: int) -> None:
         """The baseline is the runtime's own tasks: a process or thread the method left running while loading
@@ -166,8 +166,8 @@ class Box:
                                      "may not start processes or threads")
 
     def request(self, header: dict, arrays: dict[str, np.ndarray] | None = None, text: str = "",
-                cpu_s: float | None = None, what: str = "the call") -> tuple[dict, str, dict[str, np.ndarray]]:
-        """Send one frame, read the reply (header, text, arrays); ``Failure`` kills the sandbox."""
+                cpu_s: float | None = None, what: str = "the call") -> Reply:
+        """Send one frame, read its ``Reply``; ``Failure`` kills the sandbox."""
         return self.receive(self.send(header, arrays, text, cpu_s, what))
 
     def send(self, header: dict, arrays: dict[str, np.ndarray] | None = None, text: str = "",
@@ -192,8 +192,8 @@ class Box:
             raise self._limit_failure(err, call) from None
         return call
 
-    def receive(self, call: Pending) -> tuple[dict, str, dict[str, np.ndarray]]:
-        """The reply to the frame ``send`` sent (header, text, arrays); ``Failure`` kills the sandbox."""
+    def receive(self, call: Pending) -> Reply:
+        """The ``Reply`` to the frame ``send`` sent; ``Failure`` kills the sandbox."""
         if self.process is None:
             raise Failure("crash", "the sandbox is not running")
         spent = self.process.cpu_seconds()
@@ -215,7 +215,7 @@ class Box:
         except (ValueError, TypeError) as err:
             self.close()
             raise Failure("protocol", f"malformed reply from the sandbox: {err}") from None
-        return reply, text_back, arrays_back
+        return Reply(reply, text_back, arrays_back)
 
     def _limit_failure(self, err: Failure, call: Pending) -> Failure:
         """A spent limit said in the call's terms (the whole CPU limit, what went between calls, the budget)."""
@@ -280,6 +280,15 @@ class Pending:
     budget_bound: bool
     start: float
     cpu0: float | None
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One call's answer by name (its header says ``ok`` or why not), so no caller unpacks it by position."""
+
+    header: dict
+    text: str
+    arrays: dict[str, np.ndarray]
 
 
 def _bpf_fd(program: bytes) -> int:

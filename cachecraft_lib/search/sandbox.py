@@ -77,12 +77,12 @@ class Sandbox:
                   if name in ctx.features}
         header = {"contexts": [{k: _plain(getattr(ctx, k)) for k in SCALARS} for ctx in contexts]}
         try:
-            reply, _, kept = self._box.request(header, arrays)
+            reply = self._box.request(header, arrays)
         except Failure as err:
             raise CandidateFailed(err.kind, err.message) from None
-        if not reply.get("ok"):
-            raise _failed(reply, "crash", "failed")
-        layers = reply.get("layers")
+        if not reply.header.get("ok"):
+            raise _failed(reply.header, "crash", "failed")
+        layers, kept = reply.header.get("layers"), reply.arrays
         if not isinstance(layers, list) or len(layers) != len(contexts):
             raise CandidateFailed("protocol", "a reply without one entry per layer")
         return [_checked(ctx, layer, kept.get(str(i))) for i, (ctx, layer) in enumerate(zip(contexts, layers, strict=True))]

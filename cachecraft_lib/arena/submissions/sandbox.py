@@ -116,13 +116,14 @@ class MethodSandbox:
             raise TypeError(f"call needs {sorted(missing)}")
         header = {"hook": hook, **{k: scalars[k] for k in SCALARS}}
         try:
-            reply, _, out = self._box.request(header, arrays)
+            reply = self._box.request(header, arrays)
         except Failure as err:
             raise _refusal(err, scalars["layer"]) from None
         self.calls += 1
-        if not reply.get("ok") or "out" not in out:
+        out = reply.arrays
+        if not reply.header.get("ok") or "out" not in out:
             self.close()  # a failed method is not trusted with another call
-            raise _reply_refusal(reply, "failed", scalars["layer"])
+            raise _reply_refusal(reply.header, "failed", scalars["layer"])
         extra = set(out) - {"out", "keys", "values"}
         if extra:
             self.close()
@@ -157,14 +158,14 @@ class MethodSandbox:
             self.start()
         header = {"hook": "whole_cache", **{k: scalars[k] for k in SCALARS}}
         try:
-            reply, _, out = self._box.request(header, arrays, cpu_s=self.limits.timeout_s * int(scalars["n_layers"]))
+            reply = self._box.request(header, arrays, cpu_s=self.limits.timeout_s * int(scalars["n_layers"]))
         except Failure as err:
             raise _refusal(err) from None
         self.calls += 1
-        if not reply.get("ok"):
+        if not reply.header.get("ok"):
             self.close()
-            raise _reply_refusal(reply, "whole_cache failed")
-        return {k: a.copy() for k, a in out.items()}
+            raise _reply_refusal(reply.header, "whole_cache failed")
+        return {k: a.copy() for k, a in reply.arrays.items()}
 
 
     def request(self, hook: str, arrays: dict[str, np.ndarray], cpu_s: float | None = None, **header: Any) -> dict:
@@ -173,14 +174,14 @@ class MethodSandbox:
         if not self.alive:
             self.start()
         try:
-            reply, _, out = self._box.request({"hook": hook, **header}, arrays, cpu_s=cpu_s)
+            reply = self._box.request({"hook": hook, **header}, arrays, cpu_s=cpu_s)
         except Failure as err:
             raise _refusal(err, header.get("layer")) from None
         self.calls += 1
-        if not reply.get("ok"):
+        if not reply.header.get("ok"):
             self.close()
-            raise _reply_refusal(reply, f"{hook} failed", header.get("layer"))
-        return {k: a.copy() for k, a in out.items()}
+            raise _reply_refusal(reply.header, f"{hook} failed", header.get("layer"))
+        return {k: a.copy() for k, a in reply.arrays.items()}
 
 
 def _reply_refusal(reply: dict, default: str, layer: int | None = None) -> SubmissionError:
