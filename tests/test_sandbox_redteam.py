@@ -14,7 +14,7 @@ import sys
 import time
 
 import pytest
-from sandbox_helpers import SCALARS, layer_arrays, submission
+from sandbox_helpers import HOSTILE, SCALARS, filled, layer_arrays, submission
 
 from cachecraft_lib.arena.submissions.folder import SubmissionError
 from cachecraft_lib.arena.submissions.sandbox import MethodSandbox
@@ -27,21 +27,6 @@ NAMED = f"import ctypes, sys; ctypes.CDLL(None).prctl(15, {NAME!r}, 0, 0, 0); sy
 CALLS = {"setitimer": (38, 0, 0, 0), "getitimer": (36, 0, 0), "alarm": (37, 0), "timer_create": (222, 0, 0, 0),
          "sysinfo": (99, 0), "prctl_set_name": (157, 15, 0), "seccomp_action_avail": (317, 2, 0, 0),
          "prctl_set_seccomp": (157, 22, 0), "fcntl_setpipe_sz": (72, 1, 1031, 1 << 20), "fcntl_setown": (72, 1, 8, 1)}
-SYSCALLS = '''import sys
-import numpy as np
-class Method:
-    def score(self, layer):
-        sys.modules["guard"].kind_of = lambda event, args: None
-        ctypes = __import__("ctypes")
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.syscall.restype = ctypes.c_long
-        seen = {}
-        for name, (number, *args) in __CALLS__.items():
-            ctypes.set_errno(0)
-            result = libc.syscall(ctypes.c_long(number), *[ctypes.c_long(a) for a in args])
-            seen[name] = ctypes.get_errno() if result == -1 else "returned %d" % result
-        raise RuntimeError("ERRNOS " + repr(seen))
-'''
 PREFIX = '''import sys
 import numpy as np
 class Method:
@@ -96,7 +81,8 @@ def test_a_host_process_named_with_bytes_that_are_not_utf8_breaks_no_scan():
 
 @pytest.mark.skipif(not X86_64 or not _whole_boundary(), reason="x86-64 numbers, behind the whole boundary")
 def test_timers_naming_host_counters_and_further_filters_are_refused(tmp_path):
-    seen = _reported(tmp_path, SYSCALLS.replace("__CALLS__", repr(CALLS)), "ERRNOS")
+    source = filled((HOSTILE / "arena_syscalls.py").read_text(), calls=CALLS)  # the boundary tests' method
+    seen = _reported(tmp_path, source, "ERRNOS")
     assert seen == dict.fromkeys(CALLS, errno.EPERM)
 
 
