@@ -39,6 +39,7 @@ from ..arena.board_runner import (
     ROW_COLUMNS,
     BoardRunner,
     CacheStats,
+    PendingRow,
     PrefillFacts,
     count_flops,
 )
@@ -73,13 +74,38 @@ class _Prepared:
     press_flops: int  # what the arena's sandboxed press counts on this context, at any budget
 
 
+@dataclass(frozen=True)
+class CacheKey:
+    """A context's compressed cache at a budget, named by its validated indices: equal keys, equal answers."""
+
+    context: Any  # the context's id
+    budget: float
+    digest: str  # ``selection_digest`` of the budget's kept indices over all layers
+
+
+@dataclass(frozen=True)
+class CandidateRows:
+    """A candidate's rows at one budget of a context, in output order: the memo's rows at ``key``, renamed."""
+
+    name: str
+    key: CacheKey
+
+
+@dataclass
+class PendingCache:
+    """A cache waiting for the batched decode: its rows (method unset) and the full cache's statistics they cite."""
+
+    full_stats: CacheStats
+    rows: list[PendingRow]
+
+
 class PopulationRunner(BoardRunner):
     """``BoardRunner`` for many converted candidates at once, with each context's shared work kept across calls."""
 
     def __init__(self, model: Any, tokenizer: Any, board: Any, batch_size: int | None = None) -> None:
         super().__init__(model, tokenizer, board, batch_size)
         self._prepared: dict[Any, _Prepared] = {}
-        self._memo: dict[tuple, list[dict]] = {}  # (context, budget, selection digest) -> its rows, method unset
+        self._memo: dict[CacheKey, list[dict]] = {}  # a cache's rows, method unset
         self._boxes: dict[str, MethodSandbox] = {}
         self._start_errors: dict[str, Exception] = {}  # a candidate whose sandbox failed to start (raised at its use)
         self.failures: dict[str, str] = {}
@@ -94,11 +120,12 @@ class PopulationRunner(BoardRunner):
         groups = [group for _, group in items.groupby("context_id", sort=False)]
         rows: list[dict] = []
         for begin in range(0, len(groups), CONTEXTS_PER_DECODE):
-            pending: dict[tuple, tuple] = {}
+            pending: dict[CacheKey, PendingCache] = {}
             plans = [self._select_context(group, candidates, pending)
                      for group in groups[begin:begin + CONTEXTS_PER_DECODE]]
             self._decode(pending)
-            rows += [{**record, "method": name} for plan in plans for name, key in plan for record in self._memo[key]]
+            rows += [{**record, "method": entry.name} for plan in plans for entry in plan
+                     for record in self._memo[entry.key]]
         frame = pd.DataFrame(rows, columns=ROW_COLUMNS)
         return frame[~frame.method.isin(list(self.failures))].reset_index(drop=True)
 
@@ -176,9 +203,10 @@ class PopulationRunner(BoardRunner):
                 kept[j][lf.layer] = validate_indices(out[f"{i}:out.{j}"], lf.heads, lf.n_tokens, budget)
         return kept
 
-    def _select_context(self, group: pd.DataFrame, candidates: list[Candidate], pending: dict) -> list[tuple]:
-        """Every live candidate's selection on one context: ``(name, memo key)`` in output order; the caches not
-        decoded before go to ``pending`` (memo key -> the context's prepared state and decode rows)."""
+    def _select_context(self, group: pd.DataFrame, candidates: list[Candidate],
+                        pending: dict[CacheKey, PendingCache]) -> list[CandidateRows]:
+        """Every live candidate's selection on one context, in output order; the caches not decoded before go to
+        ``pending``."""
         prep = self.prepare(group)
         context = group.iloc[0].context_id
         plan = []
@@ -193,27 +221,27 @@ class PopulationRunner(BoardRunner):
                     self._boxes.pop(c.name).close()
                 continue
             for keep, ratio, answers in zip(self.board.budgets, self.board.ratios, kept, strict=True):
-                key = (context, keep, selection_digest(answers))
-                plan.append((c.name, key))
+                key = CacheKey(context, keep, selection_digest(answers))
+                plan.append(CandidateRows(c.name, key))
                 if key in self._memo or key in pending:
                     self.memo_hits += 1
                 else:
-                    pending[key] = (prep, self._rows(c, keep, ratio, answers, prep, group))
+                    pending[key] = PendingCache(prep.full_stats, self._rows(c, keep, ratio, answers, prep, group))
         return plan
 
-    def _decode(self, pending: dict) -> None:
+    def _decode(self, pending: dict[CacheKey, PendingCache]) -> None:
         """Decode every pending cache and keep its rows (method unset) in the memo: rows of one cache width (on a
         board of one length, one budget) together (``decode_by_width``), up to ``CPU_DECODE_ROWS`` per greedy
         loop on CPU."""
-        flat = [row[-1] for _, rows in pending.values() for row in rows]
+        flat = [row.cache for waiting in pending.values() for row in waiting.rows]
         size = self.batch_size or (CPU_DECODE_ROWS if self.model.device.type == "cpu" else None)
         answers = iter(decode_by_width(self.model, self.tokenizer, flat, size))
-        for key, (prep, rows) in pending.items():
-            self._memo[key] = [self._record("", keep, item, flops, row, next(answers), prep.full_stats, prep.base)
-                               for keep, item, flops, row in rows]
+        for key, waiting in pending.items():
+            self._memo[key] = [self._record(r.method, r.budget, r.item, r.overhead_flops, r.cache, next(answers),
+                                            waiting.full_stats, r.prefill) for r in waiting.rows]
 
     def _rows(self, c: Candidate, keep: float, ratio: float, answers: dict, prep: _Prepared,
-              group: pd.DataFrame) -> list[tuple]:
+              group: pd.DataFrame) -> list[PendingRow]:
         """The decode rows of one candidate's cache at ``keep`` (one per item of the context) and its FLOPs."""
         press = KeptIndicesPress(submission=c.submission, compression_ratio=ratio, answers=answers)
         cache, flops = prep.shared.cache_for(press), prep.press_flops
@@ -224,5 +252,5 @@ class PopulationRunner(BoardRunner):
             row = template if j == 0 else CacheRow(template.keys, template.values, template.masked,
                                                    prep.question_ids[j].reshape(1, -1), template.start,
                                                    int(item.max_new_tokens))
-            rows.append((keep, item, flops, row))
+            rows.append(PendingRow("", keep, item, flops, prep.base, row))
         return rows
