@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from cachecraft_lib.report.notebooks import list_notebooks, run_notebook
@@ -49,7 +50,9 @@ def test_notebook_07_arena(two_runs):
         assert by["no_press"]["accuracy"] == pytest.approx(1.0) and by["no_press"]["memory"] == 0
         assert all(row["lo"] - 1e-9 <= row["overall"] <= row["hi"] + 1e-9 for row in rows)
         assert all(0 < row["memory"] < 1 for m, row in by.items() if m != "no_press")
-    assert all(s["units for 0.02 (80% power)"] > s["test units"] and s["gain resolved"] > 0.02 for s in r["sizing"])
+    for s in r["sizing"]:  # every board scored on test (A, C here; B by the post methods' arena): counted as scored
+        assert 0 < s["test units scored"] <= s["test units drawn"] and s["test tasks not scored"] != "not scored in this run"
+        assert s["units for 0.02 (80% power)"] > s["test units scored"] and s["gain resolved"] > 0.02
     entry = r["entry"]
     assert r["submission"] == "snap-nopool" and entry["gain_lo"] <= entry["gain"] <= entry["gain_hi"]
     assert entry["moved"] == (entry["gain_lo"] > 0 and entry["eligible"])
@@ -73,6 +76,7 @@ def test_notebook_07_arena(two_runs):
     replay = {row["name"]: row for row in r["replay"]}
     assert replay["agent2-002 spanvote"]["post"] == 0 < replay["agent2-002 spanvote"]["frozen_bar"]
     assert "embedded tiny model" in r["label"]
+    assert "nb05-search-best" in judged and "search-best" not in judged  # notebook 05's program, named for it
     post = {row["method"]: row for row in r["post_methods"]}  # the post's four methods, dev and test (own ledger)
     assert sorted(post) == ["kvprior", "probevr", "spanvote", "wherewhat_a"]
     for row in post.values():
@@ -81,8 +85,86 @@ def test_notebook_07_arena(two_runs):
         assert row["test_gain_lo"] <= row["test_gain"] <= row["test_gain_hi"]
     assert post["spanvote"]["board"] == "B_offline" and post["spanvote"]["post_board"] == "A"
     assert post["kvprior"]["bar_baseline"] == "h2o"  # the post's bar, run on this board
+    # the post methods' table recomputed from the samples file: dev rows of this arena, test rows of their own
+    from cachecraft_lib.arena.scoring.score import method_scores
+
+    samples = pd.read_csv(figures / "samples" / "07_arena.csv.gz")
+    for method, row in post.items():
+        for split, arena, prefix in (("dev", "main", ""), ("test", "post_methods", "test_")):
+            units = samples[(samples.split == split) & (samples.arena == arena) & (samples.board == row["board"])]
+            again = method_scores(units).loc[method.replace("_", "-")]  # the submission's name
+            assert [again.overall, again.lo, again.hi] == pytest.approx(
+                [row[f"{prefix}overall"], row[f"{prefix}lo"], row[f"{prefix}hi"]], abs=1e-6), (method, split)  # ledger: 6 dp
     for name in ("table_arena_boards.md", "table_arena_baselines_dev.csv", "table_arena_sizing.md",
                  "table_arena_leaderboard.md", "fig_arena_leaderboard.png", "table_arena_points_replay.md",
                  "table_arena_reviews.md", "table_arena_judge_calibration.md",
                  "table_arena_post_methods.md"):
         assert (figures / name).exists()
+
+
+def _board(**changes):
+    from dataclasses import replace
+
+    from cachecraft_lib.arena.boards.boards import load_board
+
+    return replace(load_board("smoke", "A"), **changes)
+
+
+def _units(methods, tasks, contexts_per_task, seed=0):
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame([{"method": m, "context_id": f"{t}-{k}", "task": t, "overall": float(rng.random())}
+                         for m in methods for t in tasks for k in range(contexts_per_task)])
+
+
+def test_sizing_counts_the_test_units_scored_not_drawn(tmp_path):
+    """A board drawing 3 tasks x 4 contexts whose test split scored 2 tasks (the full cache under the floor on
+    the third): 12 drawn, 8 scored, and the gains resolved are those of 8 units (fast, synthetic)."""
+    from cachecraft_lib.arena import calibration
+    from cachecraft_lib.arena.sizing import drawn_test_units, scored_test_units, sizing_table
+
+    board = _board(tasks=("niah_single_1", "vt", "qa_1"), lengths=(1024,), items={"dev": 4, "test": 4})
+    folder = tmp_path / "arena" / "private" / "round1" / "A"
+    folder.mkdir(parents=True)
+    _units(["no_press"], ["niah_single_1", "qa_1"], 4).to_parquet(folder / "baseline-no_press.parquet")
+    _units(["snapkv"], ["niah_single_1", "qa_1"], 4).to_parquet(folder / "baseline-snapkv.parquet")
+    scored = scored_test_units([tmp_path / "arena", tmp_path / "nowhere"])
+    assert drawn_test_units(board) == 12 and scored["A"].units == 8 and scored["A"].tasks == ("niah_single_1", "qa_1")
+    dev = _units(["snapkv", "tova", "no_press"], board.tasks, 4, seed=1)
+    table = sizing_table({"A": board, "B": _board(name="B")}, {"A": dev, "B": dev}, {"A": ["snapkv", "tova"],
+                                                                                     "B": ["snapkv", "tova"]}, scored)
+    a, b = table.set_index("board").loc["A"], table.set_index("board").loc["B"]
+    assert a["test units drawn"] == 12 and a["test units scored"] == 8 and a["test tasks not scored"] == "vt"
+    wide = dev.pivot_table(index="context_id", columns="method", values="overall")
+    assert a["gain resolved"] == pytest.approx(calibration.resolvable_gain(wide.snapkv - wide.tova, 8))
+    assert b["test tasks not scored"] == "not scored in this run" and pd.isna(b["gain resolved"])
+
+
+def test_arena_samples_carry_the_post_methods_dev_and_test_units(tmp_path):
+    """KeepDevUnits keeps the dev units of the method each dev report scored; the samples hold them beside the
+    baselines' dev units and each arena folder's test units, tagged by folder (fast, synthetic)."""
+    from types import SimpleNamespace
+
+    from cachecraft_lib.arena.unit_samples import KeepDevUnits, arena_samples
+
+    class FakeArena:
+        profile, boards = "smoke", {"A": None}
+
+        def dev(self, board, contender):
+            units = _units([contender.name, "snapkv", "no_press"], ["qa_1"], 2)
+            return {"method": contender.name, "units": units, "board": board}
+
+    kept = KeepDevUnits(FakeArena())
+    assert kept.profile == "smoke" and kept.dev("A", SimpleNamespace(name="wherewhat_a"))["board"] == "A"
+    assert list(kept.units[0].method.unique()) == ["wherewhat_a"] and set(kept.units[0].board) == {"A"}
+    for root, name in ((tmp_path / "main", "frc"), (tmp_path / "post", "wherewhat_a")):
+        folder = root / "private" / "round1" / "A"
+        folder.mkdir(parents=True)
+        _units([name], ["qa_1"], 2).to_parquet(folder / "entry-3.parquet")
+    samples = arena_samples({"A": _units(["snapkv", "no_press"], ["qa_1"], 2)},
+                            {"main": tmp_path / "main", "post_methods": tmp_path / "post"}, extra_dev=kept.units)
+    dev, test = samples[samples.split == "dev"], samples[samples.split == "test"]
+    assert set(dev.method) == {"snapkv", "no_press", "wherewhat_a"} and set(dev.arena) == {"main"}
+    assert set(test.method) == {"frc", "wherewhat_a"} and set(samples.board) == {"A"}
+    assert test.set_index("method").arena.to_dict() == {"frc": "main", "wherewhat_a": "post_methods"}
