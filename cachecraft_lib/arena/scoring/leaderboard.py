@@ -214,6 +214,7 @@ def write(events: Iterable[dict], out_dir: str | Path | None = None, label: str 
           name: str = "table_arena_leaderboard", units: UnitsOf | None = None) -> list[Path]:
     """The leaderboard as CSV + Markdown + LaTeX (``report.save_table``) and the figure ``fig_arena_leaderboard``."""
     from ...report import figures as report
+    from ...report.plots.arena import plot_leaderboard
 
     events = list(events)
     board = leaderboard(events, units=units)
@@ -228,27 +229,3 @@ def write(events: Iterable[dict], out_dir: str | Path | None = None, label: str 
     plt.close(fig)
     return paths
 
-
-def plot_leaderboard(board: pd.DataFrame) -> plt.Figure:
-    """One panel per board: overall with its interval, baselines grey, submissions coloured; ineligible and
-    flagged entries marked."""
-    boards = list(dict.fromkeys(board.board)) or ["(empty)"]
-    fig, axes = plt.subplots(1, len(boards), figsize=(4.2 * len(boards), 0.35 * max(4, len(board)) + 1.2),
-                             squeeze=False)
-    for ax, name in zip(axes[0], boards, strict=True):
-        rows = board[board.board == name].iloc[::-1]
-        y = range(len(rows))
-        colors = ["#7f7f7f" if k == "baseline" else "#d62728" for k in rows.kind]
-        ax.barh(list(y), rows.overall, color=colors, hatch=None)
-        for i, (_, r) in zip(y, rows.iterrows(), strict=True):
-            if pd.notna(r.lo):
-                ax.plot([r.lo, r.hi], [i, i], color="black", lw=1)
-            if not r.eligible:
-                ax.text(r.overall, i, "  not eligible", va="center", fontsize=7, color="#555555")
-            if isinstance(r.get("flags"), str) and r["flags"]:
-                ax.text(0, i, f" flagged: {r['flags']}", va="center", fontsize=7, color="white")
-        ax.set_yticks(list(y), list(rows.name))
-        ax.set_title(f"board {name}")
-        ax.set_xlabel("overall score (95% interval)")
-    fig.tight_layout()
-    return fig
