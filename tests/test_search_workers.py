@@ -12,6 +12,10 @@ from cachecraft_lib.profiles import get_profile
 from cachecraft_lib.search import health
 from cachecraft_lib.search.evolve import build_config
 
+# The two searches below check how workers start and fail, not what they find: the smoke profile on one task
+# (the evaluator's cost scales with the tasks; the start method and the health file do not).
+ONE_TASK = {"tasks": ("niah_single_1",)}
+
 
 def _entry(ok: bool, error: str = "", worker: bool = True) -> dict:
     return {"pid": 7, "worker": worker, "start_method": "spawn", "ok": ok, "error": error}
@@ -43,7 +47,7 @@ def test_record_read_and_offset_of_a_resumed_run(tmp_path):
 def test_a_search_runs_its_workers_under_spawn(tmp_path):
     from cachecraft_lib.search.evolve import evolve
 
-    evolve("v5", 2, tmp_path, get_profile("smoke"), mutator="offline")
+    evolve("v5", 2, tmp_path, get_profile("smoke", **ONE_TASK), mutator="offline")
     entries = [json.loads(line) for line in (tmp_path / health.HEALTH_FILE).read_text().splitlines()]
     workers = [e for e in entries if e["worker"]]
     assert len(workers) < len(entries) and workers and all(e["ok"] and e["start_method"] == "spawn" for e in workers)
@@ -71,7 +75,7 @@ def test_a_run_whose_every_child_fails_in_the_worker_stops_with_the_reason(tmp_p
 
     monkeypatch.setattr(worker, "get_evaluator", parent_only)
     with pytest.raises(health.EveryChildFailed, match="failed in the worker's evaluator") as caught:
-        evolve("v5", 20, tmp_path, get_profile("smoke"), mutator="offline", isolate=False)
+        evolve("v5", 20, tmp_path, get_profile("smoke", **ONE_TASK), mutator="offline", isolate=False)
     assert "CUDA" in str(caught.value)
     failed = [e for e in health.read(tmp_path) if e["worker"]]
     # stopped well before the run's 20 children (a few more than MIN_CHILDREN can fail while the watch polls)
