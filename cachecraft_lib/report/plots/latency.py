@@ -31,7 +31,7 @@ def plot_latency(samples: pd.DataFrame, methods: Sequence[str], colors: dict[str
         ax.set_xticks(range(len(lengths)), [str(n) for n in lengths])
         levels = "/".join(f"{c:.0%}" for c in sorted(coverage))
         ax.set(title=name, xlabel="context length",
-               ylabel=f"prefill ms (median; whiskers: its {levels} interval over repeats, as in the tables)")
+               ylabel=f"prefill ms, median\n(whiskers: its {levels} interval, as in the tables)")
         ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
     fig.tight_layout()
     return fig
