@@ -29,7 +29,8 @@ def _run(folder: Path, random_seed: int = 0, started: datetime | None = None, un
          **info) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     code = seed_path("v1").read_text()
-    fields = {"board": "A", "seed": "v1", "generations": 1, "population": 2, "random_seed": random_seed,
+    fields = {"board": "A", "seed": "v1", "mutator": "offline-mutator (not an LLM) structural", "generations": 1,
+              "population": 2, "random_seed": random_seed,
               "started": None if unstarted else (started or datetime.now(UTC)).isoformat(), **info}
     (folder / "run_info.txt").write_text("".join(f"{k}={v}\n" for k, v in fields.items() if v is not None))
     (folder / "initial_program.py").write_text(code)
@@ -56,12 +57,20 @@ def test_a_run_recorded_before_it_started_is_accepted(tmp_path):
 
 
 @pytest.mark.parametrize("case", ["no plan file", "plan after start", "other seed", "other sizes", "not in ledger",
-                                  "entry before plan", "no start"])
+                                  "entry before plan", "no start", "no structural operators", "no mutator",
+                                  "plan after the round's commitment"])
 def test_a_run_without_a_plan_recorded_before_it_started_is_refused(tmp_path, case):
-    ledger, event = _registered(tmp_path)
+    if case == "plan after the round's commitment":  # the plan says the secret did not exist yet; the ledger disagrees
+        ledger = Ledger(tmp_path / "arena" / "ledger.jsonl")
+        ledger.append("round", {"round": 1, "profile": "smoke", "commitment": "abc"})
+        event = preregister.record_plan(ledger, _plan())
+    else:
+        ledger, event = _registered(tmp_path)
     started = datetime.fromisoformat(event["time"]) - timedelta(seconds=1) if case == "plan after start" else None
+    mutator = {"no structural operators": {"mutator": "offline-mutator (not an LLM)"},
+               "no mutator": {"mutator": ""}}.get(case, {})
     run = _run(tmp_path / "run", random_seed=7 if case == "other seed" else 0, started=started,
-               **({"generations": 3} if case == "other sizes" else {}),
+               **({"generations": 3} if case == "other sizes" else {}), **mutator,
                unstarted=case == "no start")
     if case != "no plan file":
         preregister.write_plan_ref(run, event)
@@ -206,3 +215,30 @@ def test_a_claim_to_be_preregistered_is_checked_against_the_ledger(tmp_path):
     assert preregister.claim_holds(events, honest)
     assert not preregister.claim_holds(events, other_seed) and not preregister.claim_holds(events, spoofed)
     assert not preregister.claim_holds(events, {**honest, "seq": 0})  # a plan recorded after the entry counts not
+
+
+def test_a_claim_fails_for_a_second_entry_of_one_plan_and_seed_and_for_a_plan_that_misstates_its_round(tmp_path):
+    ledger, plan = _registered(tmp_path)
+    prefix = plan["payload"]["plan_hash"][:16]
+    origin = {"kind": "search", "seed": "v1", "random_seed": 1, "registration": "preregistered", "plan": prefix}
+    first = ledger.append("submission", {"board": "A", "name": "x", "author": "y", "origin": origin})
+    second = ledger.append("submission", {"board": "A", "name": "x2", "author": "y2", "origin": origin})
+    events = ledger.events()
+    assert preregister.claim_holds(events, first) and not preregister.claim_holds(events, second)
+
+    late = Ledger(tmp_path / "late" / "ledger.jsonl")
+    late.append("round", {"round": 1, "profile": "smoke", "commitment": "abc"})
+    honest = preregister.record_plan(late, _plan(events=late.events()))  # names the commitment it was made under
+    misstated = preregister.record_plan(late, _plan(events=[], notes="says no round yet"))
+    for plan_event, holds in ((honest, True), (misstated, False)):
+        entry = late.append("submission", {"board": "A", "name": "z", "author": "z", "origin": {
+            **origin, "plan": plan_event["payload"]["plan_hash"][:16]}})
+        assert preregister.claim_holds(late.events(), entry) is holds
+
+
+def test_a_ledger_event_cannot_be_backdated(tmp_path):
+    ledger = Ledger(tmp_path / "ledger.jsonl")
+    last = ledger.append("plan", {"board": "A"})
+    with pytest.raises(ValueError, match="time order"):
+        ledger.append("plan", {"board": "A"}, now=datetime.fromisoformat(last["time"]) - timedelta(hours=3))
+    assert len(ledger.events()) == 1

@@ -22,6 +22,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from .mutator import STRUCTURAL_TAG
+
 PLAN_FILE = "plan.json"
 PREREGISTERED, EXPLORATORY = "preregistered", "exploratory"
 
@@ -133,7 +135,26 @@ def _matches_run(plan: dict, info: dict[str, str]) -> list[str]:
     bad = [f"{k} (run {info.get(k)!r}, plan {v!r})" for k, v in wanted.items() if str(info.get(k)) != str(v)]
     if info.get("random_seed") not in {str(s) for s in plan.get("random_seeds") or []}:
         bad.append(f"random seed {info.get('random_seed')!r} (the plan's: {plan.get('random_seeds')})")
+    structural = str(info.get("mutator", "")).endswith(STRUCTURAL_TAG)
+    if not info.get("mutator"):
+        bad.append("the run does not record its mutator (run_info.txt: mutator=)")
+    elif "structural" in plan and structural != bool(plan["structural"]):
+        bad.append(f"structural operators {'on' if structural else 'off'} (the plan: {plan['structural']})")
     return bad
+
+
+def round_claim_broken(events: list[dict], plan_event: dict) -> str:
+    """Why the plan's statement about its round is false, or ''. A plan says the round's commitment it was made
+    under (None: the secret did not exist yet); a ``round`` event for that round earlier in the ledger with another
+    commitment, or any when it says None, means the plan was recorded after the test items could be known."""
+    plan = plan_event.get("payload") or {}
+    for e in events[: plan_event["seq"]]:
+        data = e.get("payload") or {}
+        if e.get("kind") == "round" and data.get("round") == plan.get("round") \
+                and data.get("commitment") != plan.get("round_commitment"):
+            return (f"the plan (seq {plan_event['seq']}) says round {plan.get('round')}'s commitment was "
+                    f"{plan.get('round_commitment')!r}, but the ledger committed it earlier (seq {e['seq']})")
+    return ""
 
 
 def check_registration(events: list[dict], run_folder: str | Path, run_id: str | None = None,
@@ -167,6 +188,9 @@ def _registered(events: list[dict], run: Path, run_id: str | None) -> dict:
     started = info.get("started")
     if not started:
         raise NotPreregistered(f"the run {run.name} does not record when it started (run_info.txt: started=)")
+    broken = round_claim_broken(events, event)
+    if broken:
+        raise NotPreregistered(broken)
     if _time(event["time"]) > _time(started):
         raise NotPreregistered(f"the plan was recorded at {event['time']}, after the run started at {started}")
     earlier = [e for e in events[: event["seq"]] if run_id and
@@ -179,16 +203,29 @@ def _registered(events: list[dict], run: Path, run_id: str | None) -> dict:
 def claim_holds(events: list[dict], entry: dict) -> bool:
     """Does a ``submission`` event's claim to be pre-registered hold against the ledger? Anyone can write
     ``registration: preregistered`` into a metadata.yaml, so a reader checks it: a ``plan`` event earlier in the
-    ledger whose hash starts with the origin's ``plan``, for the entry's board, seed program and random seed."""
+    ledger whose hash starts with the origin's ``plan``, for the entry's board, seed program and random seed, whose
+    statement about its round's commitment is true (``round_claim_broken``), and no earlier entry claiming the
+    same plan and random seed."""
     origin = (entry.get("payload") or {}).get("origin") or {}
     prefix = str(origin.get("plan") or "")
     if origin.get("registration") != PREREGISTERED or len(prefix) != 16:
         return False
-    for e in events[: entry.get("seq", len(events))]:
+    before = events[: entry.get("seq", len(events))]
+    if any(_same_claim(e, prefix, origin) for e in before):
+        return False  # one pre-registered entry per plan and random seed: a second is another look
+    for e in before:
         plan = e.get("payload") or {}
         if (e.get("kind") == "plan" and str(plan.get("plan_hash", "")).startswith(prefix)
                 and plan_hash(plan) == plan.get("plan_hash") and plan.get("board") == entry["payload"].get("board")
                 and plan.get("seed_program") == origin.get("seed")
-                and origin.get("random_seed") in (plan.get("random_seeds") or [])):
+                and origin.get("random_seed") in (plan.get("random_seeds") or [])
+                and not round_claim_broken(events, e)):
             return True
     return False
+
+
+def _same_claim(event: dict, prefix: str, origin: dict) -> bool:
+    """An earlier submission claiming the same plan and random seed."""
+    other = (event.get("payload") or {}).get("origin") or {}
+    return (event.get("kind") == "submission" and other.get("registration") == PREREGISTERED
+            and str(other.get("plan") or "") == prefix and other.get("random_seed") == origin.get("random_seed"))

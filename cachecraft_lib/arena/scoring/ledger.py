@@ -135,7 +135,11 @@ class Ledger:
             fcntl.flock(f, fcntl.LOCK_EX)  # two processes appending at once still form one chain
             events = self._verified()
             key = self._signing_key(first=not events)
-            event = {"seq": len(events), "time": _as_time(now).isoformat(), "kind": kind,
+            when = _as_time(now)
+            if events and when < _as_time(events[-1]["time"]):  # a signed event may not be backdated
+                raise ValueError(f"a {kind} event dated {when.isoformat()} would come before the ledger's last event "
+                                 f"({events[-1]['time']}): events are appended in time order")
+            event = {"seq": len(events), "time": when.isoformat(), "kind": kind,
                      "rules_version": self.rules_version,  # the arena's, never the board's (payload)
                      "payload": json.loads(json.dumps(payload, default=_plain)),
                      "prev": events[-1]["hash"] if events else GENESIS}
