@@ -242,3 +242,28 @@ def test_a_ledger_event_cannot_be_backdated(tmp_path):
     with pytest.raises(ValueError, match="time order"):
         ledger.append("plan", {"board": "A"}, now=datetime.fromisoformat(last["time"]) - timedelta(hours=3))
     assert len(ledger.events()) == 1
+
+
+@pytest.mark.parametrize("edit", ["none", "another child", "another program", "no selection", "--top 2"])
+def test_a_preregistered_run_submits_only_the_program_its_rule_chose(tmp_path, edit, capsys):
+    from argparse import Namespace
+
+    from cachecraft_lib.cli.arena_search import _registration
+
+    ledger, event = _registered(tmp_path, top_k=3)
+    run = _run(tmp_path / "run")
+    preregister.write_plan_ref(run, event)
+    selection.select(run, _Fitness({"a": 0.1, "b": 0.6, "c": 0.8}), top_k=3)  # the rule picks c
+    chosen = run / selection.SELECTED
+    if edit == "another child":  # the search half's best, written in by hand
+        (chosen / "selected.json").write_text(json.dumps({"child_id": "a", "selection_fitness": 0.8}))
+        (chosen / "program.py").write_text(seed_path("v1").read_text() + "# a\n")
+    if edit == "another program":
+        (chosen / "program.py").write_text(seed_path("v1").read_text() + "# edited\n")
+    if edit == "no selection":
+        (chosen / "selected.json").unlink()
+    args = Namespace(exploratory=False, dev_only=False, top=2 if edit == "--top 2" else 1)
+    reg = _registration(args, ledger.events(), str(run))
+    assert (reg is not None) is (edit == "none"), capsys.readouterr().err
+    if edit != "none":
+        assert "refused" in capsys.readouterr().err

@@ -66,7 +66,24 @@ def _registration(args: argparse.Namespace, events: list[dict], run: str) -> Any
         return None
     if reg.label == EXPLORATORY:
         print(f"EXPLORATORY (not pre-registered) {Path(run).name}: {reg.reason}")
+        return reg
+    broken = _choice_broken(args, reg, run)
+    if broken:
+        print(f"refused {Path(run).name}: {broken}. A pre-registered run submits the one program its plan's rule "
+              "chose; to submit another, label it `--exploratory`", file=sys.stderr)
+        return None
     return reg
+
+
+def _choice_broken(args: argparse.Namespace, reg: Any, run: str) -> str:
+    """Why a pre-registered run's submission is not its plan's pick, or '' (``selection.selection_broken``)."""
+    from ..search.selection import selection_broken
+
+    if args.dev_only:
+        return ""  # dev items only: no test look to protect
+    if args.top > 1:
+        return f"--top {args.top} submits programs the plan's rule did not choose"
+    return selection_broken(run, int(reg.plan_event["payload"].get("top_k") or 1))
 
 
 def _cmd_submit_search(args: argparse.Namespace) -> int:

@@ -132,3 +132,25 @@ def read_selected(run_folder: str | Path) -> tuple[str, str, dict] | None:
         return None
     info = json.loads((folder / "selected.json").read_text())
     return str(info["child_id"]), (folder / "program.py").read_text(), info
+
+
+def selection_broken(run_folder: str | Path, top_k: int) -> str:
+    """Why ``<run>/selected/`` is not what the rule picks from this run, or ''. The shortlist must be the run's top
+    ``top_k`` (from its trace), the chosen id the rule's choice on the shortlist's selection-half scores, and the
+    program that child's code: a hand-edited choice, or the search half's best, is not the pre-registered pick."""
+    from .submit import top_children
+
+    chosen = read_selected(run_folder)
+    shortlist = Path(run_folder) / SELECTED / "shortlist.csv"
+    if chosen is None or not shortlist.is_file():
+        return "the run has no selection (selected/): select on the selection half first (`arena search`)"
+    picks = top_children(run_folder, top_k)
+    table = pd.read_csv(shortlist, dtype={"child_id": str})
+    if list(table.child_id) != [c for c, _ in picks]:
+        return f"the shortlist is not the run's top {top_k} by search-half fitness"
+    scores = {c: (None if pd.isna(s) else float(s)) for c, s in zip(table.child_id, table.selection_fitness, strict=True)}
+    if choose(picks, scores) != chosen[0]:
+        return f"{chosen[0]} is not the rule's choice on the selection half"
+    if dict(picks)[chosen[0]] != chosen[1]:
+        return f"selected/program.py is not {chosen[0]}'s code in the run's trace"
+    return ""
