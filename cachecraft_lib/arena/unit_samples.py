@@ -36,8 +36,9 @@ class KeepDevUnits:
 
 
 def private_units(root: str | Path) -> pd.DataFrame:
-    """Every per-unit test file of an arena folder (baselines and entries, every round), with its board."""
-    paths = sorted((Path(root) / "private").rglob("*.parquet"))
+    """Every per-unit test file of an arena folder (baselines and entries, every round), with its board: only the
+    round folders (``recording.private_path``), not the Ray workers' partial files beside them."""
+    paths = sorted((Path(root) / "private").glob("round*/*/*.parquet"))
     return pd.concat([pd.read_parquet(p).assign(board=p.parent.name) for p in paths], ignore_index=True) \
         if paths else pd.DataFrame()
 
