@@ -21,6 +21,7 @@ from ..methods.registry import NO_PRESS
 from ..stats.intervals import POWER, units_for_power, z_for_power, z_two_sided
 from .boards.boards import Board
 from .calibration import resolvable_gain
+from .recording import private_path
 
 UNIT = ("a unit is one test context (its questions averaged), scored once per method; drawn: contexts the test "
         "split draws (items x tasks x lengths); scored: those of the tasks where the full cache clears the "
@@ -43,10 +44,12 @@ def drawn_test_units(board: Board) -> int:
 def scored_test_units(roots: Iterable[str | Path], round_: int = 1) -> dict[str, Scored]:
     """Per board: the units its test split scored in round ``round_``, from the full cache's per-unit file
     (``baseline-no_press.parquet``; every entry of a round is scored on the same units). ``roots``: arena folders
-    in order of preference (the first that scored a board gives its count)."""
+    in order of preference (the first that scored a board gives its count). The files are found where
+    ``recording.private_path`` writes them, any board (the pattern is relative, so a root is never a pattern)."""
     found: dict[str, Scored] = {}
+    pattern = str(private_path(Path(), round_, "*", f"baseline-{NO_PRESS}"))
     for root in roots:
-        for path in sorted((Path(root) / "private" / f"round{int(round_)}").glob(f"*/baseline-{NO_PRESS}.parquet")):
+        for path in sorted(Path(root).glob(pattern)):
             if path.parent.name not in found:
                 units = pd.read_parquet(path, columns=["context_id", "task"])
                 found[path.parent.name] = Scored(units.context_id.nunique(), tuple(sorted(set(units.task))))
