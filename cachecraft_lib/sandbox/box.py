@@ -7,8 +7,8 @@ layer (a module run by ``runtime/serve.py`` inside the sandbox), build request f
 itself (address space, CPU over its life, tasks: without a cgroup they bound the whole sandbox, which is one
 process), the CPU limit per request, the wall-clock budget of the whole evaluation (``wall_s``, summed over
 the sandbox's life, writes included), the check after every reply that the sandbox still holds only its own
-tasks within its memory, and the kill of everything at the end. ``Limits`` is the one set of limits every
-caller passes.
+tasks within its memory, and the kill of everything at the end. ``Limits`` (``limits.py``) is the one set of
+limits every caller passes.
 """
 
 from __future__ import annotations
@@ -17,14 +17,14 @@ import math
 import os
 import tempfile
 import time
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from . import boundary as boundary_
 from . import cgroup2, seccomp
+from .limits import Limits, WallBudget
 from .runtime import frames
 from .watch import Failure, Process
 
@@ -32,37 +32,6 @@ STARTUP_MB = 96  # the interpreter and numpy, on top of the caller's memory cap 
 MAX_PIDS = 16  # bubblewrap's two processes, the interpreter, and the threads the method tries
 RUNTIME_TASKS = {True: 3, False: 1}  # tasks of a loaded sandbox (bwrap or not): bwrap's two, the interpreter
 WALL_FACTOR, WALL_MIN_S = 20, 120.0  # per-request wall-clock backstop: max(WALL_MIN_S, WALL_FACTOR * cpu_s)
-
-
-@dataclass
-class WallBudget:
-    """Wall-clock seconds of one evaluation, shared by every sandbox it opens (the arena opens one per context):
-    a fresh sandbox must not mean a fresh budget."""
-
-    total_s: float
-    used_s: float = 0.0
-
-
-@dataclass(frozen=True)
-class Limits:
-    """What sandboxed code may use: CPU seconds per call (``timeout_s``), memory (MB beyond its start, whole
-    sandbox), seconds to load, wall seconds per evaluation, bytes of one reply; ``allow_weak`` runs it behind
-    less than a whole boundary (``boundary``; recorded by name)."""
-
-    timeout_s: float = 10.0
-    memory_mb: int = 1024
-    load_s: float = 30.0
-    wall_s: float = 3600.0
-    allow_weak: bool = False
-    max_payload: int = 64 << 20  # bytes of one reply (an answer is a few MB at most)
-
-    @classmethod
-    def of(cls, **limits: Any) -> Limits:
-        names = [f.name for f in fields(cls)]
-        unknown = set(limits) - set(names)
-        if unknown:
-            raise TypeError(f"unknown sandbox limits {sorted(unknown)}; limits: {', '.join(names)}")
-        return cls(**limits)
 
 
 class Box:
