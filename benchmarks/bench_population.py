@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from cachecraft_lib.arena import board_runner
-from cachecraft_lib.search.board_fitness import BoardFitness, offline_population
+from cachecraft_lib.search.board_fitness import load_board_fitness, offline_population
 from cachecraft_lib.search.seeds import seed_path
 
 
@@ -47,7 +47,7 @@ def main() -> None:
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
     root = Path(args.arena_root) if args.arena_root else Path(tempfile.mkdtemp(prefix="bench-population-"))
     start = time.time()
-    fit = BoardFitness(args.board, profile=args.profile, root=root, gate=0.0)
+    fit = load_board_fitness(args.board, profile=args.profile, root=root, gate=0.0)
     print(f"board {args.board} ({args.profile}): {fit.items.context_id.nunique()} dev contexts, budgets "
           f"{fit.board.budgets}; baselines and items ready in {time.time() - start:.0f} s", flush=True)
     seed = seed_path("v1").read_text()
@@ -69,7 +69,7 @@ def main() -> None:
         # per-context: each context's caches decoded on their own, as the arena's path did when issue 38 was
         # filed ("today's cascade"); batched: the arena's path now (the caches of many contexts decoded together)
         board_runner.CONTEXTS_PER_DECODE = 1 if mode == "per-context" else batched_contexts
-        fresh = BoardFitness(args.board, profile=args.profile, root=root, gate=0.0)  # nothing kept from the above
+        fresh = load_board_fitness(args.board, profile=args.profile, root=root, gate=0.0)  # nothing kept from the above
         t = time.time()
         one = [fresh.evaluate_one(s) for s in singles]
         single_s = time.time() - t

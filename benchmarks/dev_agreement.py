@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from cachecraft_lib.arena.scoring.score import dev_report
-from cachecraft_lib.search.board_fitness import BoardFitness
+from cachecraft_lib.search.board_fitness import load_board_fitness
 from cachecraft_lib.search.seeds import seed_path
 
 
@@ -58,7 +58,7 @@ def main() -> None:
         if t["child_code"] not in programs.values():
             programs[t["child_id"]] = t["child_code"]
 
-    fit = BoardFitness(args.board, profile=args.profile, root=args.arena_root, gate=0.0)
+    fit = load_board_fitness(args.board, profile=args.profile, root=args.arena_root, gate=0.0)
     converted = {label: fit.convert(code) for label, code in programs.items()}
     rows = fit.runner.run(fit.items, [fit.candidate(c) for c in converted.values()])
     fit.runner.close()

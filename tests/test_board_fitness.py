@@ -12,7 +12,7 @@ contexts' cost (the same gate contexts, hence the full board's gate, without run
 import pytest
 
 from cachecraft_lib.arena.board_runner import submission_contender
-from cachecraft_lib.search.board_fitness import BoardFitness, candidate_name, offline_population
+from cachecraft_lib.search.board_fitness import candidate_name, load_board_fitness, offline_population
 from cachecraft_lib.search.seeds import seed_path
 
 pytestmark = pytest.mark.filterwarnings("ignore")
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.filterwarnings("ignore")
 
 @pytest.fixture(scope="module")
 def fitness(tmp_path_factory):
-    return BoardFitness("A", profile="smoke", root=tmp_path_factory.mktemp("arena"), seed_program=seed_path("v1"))
+    return load_board_fitness("A", profile="smoke", root=tmp_path_factory.mktemp("arena"), seed_program=seed_path("v1"))
 
 
 @pytest.fixture(scope="module")
@@ -28,8 +28,8 @@ def part(fitness):
     """The board on its gate contexts and the first other dev context, sharing ``fitness``'s arena (model, items,
     baselines); its gate contexts are the full board's, so its gate is too."""
     rest = fitness.rest_items().context_id.iloc[0]
-    part = BoardFitness("A", arena=fitness.arena, seed_program=seed_path("v1"), gate=fitness.gate,
-                        contexts=[*fitness.gate_ids, rest])
+    part = load_board_fitness("A", arena=fitness.arena, seed_program=seed_path("v1"), gate=fitness.gate,
+                              contexts=[*fitness.gate_ids, rest])
     assert part.gate_ids == fitness.gate_ids and part.items.context_id.nunique() == len(fitness.gate_ids) + 1
     return part
 

@@ -17,13 +17,15 @@ context's prefill and features kept across generations, one sandbox per candidat
 decoded in shared batches);
 ``evaluate_one`` runs one candidate at a time through ``Arena.run``, the reference the population path must
 equal. The test split is never read: only ``Arena.items(board, "dev")``, which needs no secret; ``contexts`` keeps
-a part of them (the search half of ``selection.split_dev``). The search builds it with ``dev_only.dev_fitness``,
-behind the guard that makes the secret unreachable.
+a part of them (the search half of ``selection.split_dev``).
+
+``load_board_fitness`` is what loads (the arena, the dev items and baselines, the model, the seed's run that sets
+the gate); ``BoardFitness`` is built from those parts and loads nothing, so a test can build one from prepared
+parts. The search builds it with ``dev_only.dev_fitness``, behind the guard that makes the secret unreachable.
 """
 
 from __future__ import annotations
 
-import hashlib
 import tempfile
 import time
 from collections.abc import Sequence
@@ -35,52 +37,14 @@ import pandas as pd
 from openevolve.utils.code_utils import extract_diffs
 
 from ..arena.arena import Arena
+from ..arena.boards.boards import Board
 from ..arena.scoring.score import dev_report
 from ..arena.submissions.folder import SubmissionError
+from .candidate_result import CandidateResult, candidate_name
 from .cascade import PAPER_GATE, PAPER_SEED_S1
 from .policy_batch import shares_features
 from .population import Candidate, PopulationRunner
 from .static_checks import stage0
-
-
-@dataclass
-class CandidateResult:
-    """One candidate's way through the cascade. ``valid``: it passed stage 0, loaded, and no sandbox call failed;
-    ``gate_score``: its overall score on the gate items; ``fitness``: its ``arena dev`` overall on all dev items
-    (None when stopped earlier); ``report``: ``dev_report``'s dict (scores with intervals, gain over the best
-    baseline, eligibility) for those that reached stage 2."""
-
-    name: str
-    valid: bool
-    stage: int  # the last stage it reached: 0, 1 or 2
-    gate: float
-    gate_score: float | None = None
-    fitness: float | None = None
-    failure_kind: str | None = None
-    reason: str = ""
-    report: dict | None = field(default=None, repr=False)
-    seconds: float = 0.0
-
-    @property
-    def passed_gate(self) -> bool:
-        return self.gate_score is not None and self.gate_score >= self.gate
-
-    def as_cascade(self) -> dict:
-        """The result in ``cascade``'s terms for OpenEvolve: ``combined_score`` is the fitness after stage 2 and
-        0.25 x the gate score when stopped at the gate (OpenEvolve's threshold is 0.25 x gate), 0 when invalid."""
-        if not self.valid:
-            return {"metrics": {"combined_score": 0.0, "valid": 0.0, "passed_gate": 0.0},
-                    "artifacts": {"invalid": f"INVALID ({self.failure_kind}): {self.reason}"[:1500],
-                                  "failure_kind": self.failure_kind}, "seconds": self.seconds}
-        metrics = {"combined_score": self.fitness if self.fitness is not None else 0.25 * self.gate_score,
-                   "gate_score": self.gate_score, "valid": 1.0, "gate": self.gate, "passed_gate": float(self.passed_gate)}
-        artifacts = {"stage1": f"board score {self.gate_score:.3f} on the gate items; gate {self.gate:.3f} -> "
-                               f"{'passed' if self.passed_gate else 'stopped at the gate'}"}
-        if self.fitness is not None:
-            metrics["dev_overall"] = self.fitness
-            artifacts["stage2"] = f"arena dev overall {self.fitness:.3f} (gain over {self.report['best_baseline']}: " \
-                                  f"{self.report['gain']})"
-        return {"metrics": metrics, "artifacts": artifacts, "seconds": self.seconds}
 
 
 @dataclass
@@ -90,40 +54,29 @@ class _Converted:
     folder: tempfile.TemporaryDirectory
 
 
-def candidate_name(source: str) -> str:
-    """A candidate's submission name: its source's digest (two candidates of a population never share one)."""
-    return "cand-" + hashlib.sha256(source.encode()).hexdigest()[:12]
-
-
+@dataclass(eq=False)
 class BoardFitness:
-    """A board's dev fitness for policy programs: the arena, its dev items and baselines, the population runner."""
+    """A board's dev fitness for policy programs, from parts already loaded (``load_board_fitness`` loads them):
+    the arena (``evaluate_one`` runs through it), the board, its dev items and the dev baselines' rows on them
+    (both restricted alike to a part of the dev contexts, when the search or selection half), the population
+    runner (the model and tokenizer inside), the gate, the seed program's source (stage 0 compares candidates
+    with it) and the sandbox limits. Building one loads and runs nothing; the gate contexts, the first dev
+    context of each task, follow from the items."""
 
-    def __init__(self, board: str = "A", profile: str = "cpu", root: str | Path | None = None,
-                 seed_program: str | Path | None = None, gate: float | None = None,
-                 limits: dict | None = None, arena: Arena | None = None,
-                 contexts: Sequence[str] | None = None) -> None:
-        self.arena = arena or Arena(profile=profile, root=root, progress=False)
-        self.board = self.arena.board(board)
-        if self.board.decode_time or self.board.benchmark == "math500":
-            raise ValueError(f"board {board} evicts while decoding or scores MATH-500; the search's board fitness "
-                             "covers the prefill boards (A, B_online, B_offline)")
-        self.limits = dict(limits or {})
-        self.items = self.arena.items(self.board, "dev")
-        self.base = self.arena.dev_baselines(self.board)
-        if contexts is not None:  # a part of the dev items (``selection.split_dev``): the search or selection half
-            keep = set(contexts)
-            if not keep <= set(self.items.context_id):
-                raise ValueError(f"board {board}'s dev items have no context(s) {sorted(keep - set(self.items.context_id))}")
-            self.items = self.items[self.items.context_id.isin(keep)].reset_index(drop=True)
-            self.base = self.base[self.base.context_id.isin(keep)].reset_index(drop=True)
+    arena: Arena = field(repr=False)
+    board: Board = field(repr=False)
+    items: pd.DataFrame = field(repr=False)
+    base: pd.DataFrame = field(repr=False)
+    runner: PopulationRunner = field(repr=False)
+    gate: float = 0.0
+    seed_source: str | None = field(default=None, repr=False)
+    limits: dict = field(default_factory=dict)
+    gate_ids: list[str] = field(init=False)
+    _gates: dict[str, tuple[CandidateResult, pd.DataFrame]] = field(default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self) -> None:
         first = self.items.groupby("task", sort=False).context_id.first()
         self.gate_ids = list(dict.fromkeys(first))
-        model, tokenizer = self.arena.model(self.board)
-        self.runner = PopulationRunner(model, tokenizer, self.board)
-        self.seed_source = Path(seed_program).read_text() if seed_program else None
-        self._gates: dict[str, tuple[CandidateResult, pd.DataFrame]] = {}  # stage 1 by candidate name
-        self.gate = 0.0  # the seed's own gate run (no gate yet)
-        self.gate = gate if gate is not None else self._scaled_gate()
 
     # ---------------------------------------------------------------------------------------- pieces
     def gate_items(self) -> pd.DataFrame:
@@ -242,8 +195,9 @@ class BoardFitness:
         result.seconds = time.time() - start
         return result
 
-    def _scaled_gate(self) -> float:
-        """45/91.2 of the seed's score on the gate items (``cascade``'s scaling); 0 without a seed."""
+    def seed_gate(self) -> float:
+        """45/91.2 of the seed's score on the gate items (``cascade``'s scaling); 0 without a seed. It runs the
+        seed (under the gate in place, 0 when none yet); the stage-1 results kept so far take the new gate."""
         if self.seed_source is None:
             return 0.0
         seed = self.evaluate([self.seed_source], full=False)[0]
@@ -260,6 +214,35 @@ class BoardFitness:
 
     def stage2(self, source: str) -> dict:
         return self.evaluate([source])[0].as_cascade()
+
+
+def load_board_fitness(board: str = "A", profile: str = "cpu", root: str | Path | None = None,
+                       seed_program: str | Path | None = None, gate: float | None = None,
+                       limits: dict | None = None, arena: Arena | None = None,
+                       contexts: Sequence[str] | None = None) -> BoardFitness:
+    """A board's fitness, loaded. In order: the arena (``profile``'s, in ``root``, unless given), the board (a
+    prefill board: A, B_online, B_offline), its dev items (public seed, no secret; drawn with the profile's
+    tokenizer, so the model loads here), the dev baselines (cached in the arena's root), both kept to
+    ``contexts`` when given, the population runner on the model and tokenizer, then the seed program run on the
+    gate items to set the gate (``seed_gate``) unless ``gate`` is given."""
+    arena = arena or Arena(profile=profile, root=root, progress=False)
+    spec = arena.board(board)
+    if spec.decode_time or spec.benchmark == "math500":
+        raise ValueError(f"board {board} evicts while decoding or scores MATH-500; the search's board fitness "
+                         "covers the prefill boards (A, B_online, B_offline)")
+    items, base = arena.items(spec, "dev"), arena.dev_baselines(spec)
+    if contexts is not None:  # a part of the dev items (``selection.split_dev``): the search or selection half
+        keep = set(contexts)
+        if not keep <= set(items.context_id):
+            raise ValueError(f"board {board}'s dev items have no context(s) {sorted(keep - set(items.context_id))}")
+        items = items[items.context_id.isin(keep)].reset_index(drop=True)
+        base = base[base.context_id.isin(keep)].reset_index(drop=True)
+    model, tokenizer = arena.model(spec)
+    fitness = BoardFitness(arena, spec, items, base, PopulationRunner(model, tokenizer, spec),
+                           seed_source=Path(seed_program).read_text() if seed_program else None,
+                           limits=dict(limits or {}))
+    fitness.gate = gate if gate is not None else fitness.seed_gate()
+    return fitness
 
 
 def apply_diff(source: str, diff: str) -> str:

@@ -104,10 +104,10 @@ def dev_fitness(board: str, profile: str = "cpu", root: str | Path | None = None
     seed, no secret), the profile's model, the dev baselines (cached in ``root``), and runs ``seed_program`` on
     the gate items to set the gate (unless ``gate`` is given); ``contexts`` restricts all of it to those dev
     contexts (the search half: ``selection.split_dev``)."""
-    from .board_fitness import BoardFitness
+    from .board_fitness import load_board_fitness
 
     if not active():
         raise SecretUnreachable("install the dev-only guard (search.dev_only.install) before building the "
                                 "search's fitness: it must be in place before any item is loaded")
-    return BoardFitness(board, profile, root=root, seed_program=seed_program, gate=gate, contexts=contexts,
-                        arena=arena)
+    return load_board_fitness(board, profile, root=root, seed_program=seed_program, gate=gate, contexts=contexts,
+                              arena=arena)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .board_fitness import BoardFitness
+from .board_fitness import load_board_fitness
 from .cascade import CONFIG_ENV, CascadeEvaluator, SearchSettings
 
 _EVALUATOR = None  # the worker's CascadeEvaluator, or its BoardFitness with --board
@@ -29,5 +29,5 @@ def get_evaluator():
 def board_evaluator(settings: SearchSettings):
     """``cachecraft evolve --board``: the board's own dev score as the fitness (``board_fitness``)."""
     extras = settings.extras
-    return BoardFitness(extras["board"], profile=extras["profile"], root=extras.get("arena_root"),
-                        seed_program=settings.seed_program, gate=settings.gate)
+    return load_board_fitness(extras["board"], profile=extras["profile"], root=extras.get("arena_root"),
+                              seed_program=settings.seed_program, gate=settings.gate)
