@@ -63,9 +63,13 @@ def test_origin_read_leniently(tmp_path):
 
 @pytest.mark.slow
 def test_submit_search_end_to_end(tmp_path):
+    from cachecraft_lib.arena.scoring.leaderboard import test_looks_by_plan
+    from cachecraft_lib.search.preregister import PREREGISTERED, Registration
+
     arena = Arena("smoke", tmp_path / "arena")
     run = _run_folder(tmp_path)
-    prepared = search_submit.prepare(run, tmp_path / "sub", "A", arena)
+    registration = Registration(PREREGISTERED, {"payload": {"plan_hash": "ab" * 32}})  # a plan's event, as read
+    prepared = search_submit.prepare(run, tmp_path / "sub", "A", arena, registration=registration)
     sub = load_submission(prepared.folder)  # passes `arena check`
     assert sub.name == "search-v1-3" and sub.boards == ("A",)
     text = (prepared.folder / "DESCRIPTION.md").read_text()
@@ -78,6 +82,11 @@ def test_submit_search_end_to_end(tmp_path):
     events = arena.ledger.events()
     recorded = [e["payload"] for e in events if e["kind"] == "submission"]
     assert recorded[-1]["origin"] == prepared.origin and recorded[-1]["origin"]["iterations"] == 7
+    look = [e["payload"] for e in events if e["kind"] == "test_look"][-1]  # the entry's look names its plan and run
+    assert (look["name"], look["plan"], look["random_seed"]) == (sub.name, "ab" * 8, 3)
+    assert look["run_id"] == prepared.origin["run_id"]
+    by_plan = test_looks_by_plan(events).set_index("plan")
+    assert by_plan.loc["ab" * 8, "looks"] == 1 and by_plan.loc["ab" * 8, "names"] == sub.name
     reviews = [e["payload"] for e in events if e["kind"] == "review"]
     assert reviews and reviews[-1]["name"] == sub.name
     assert "FABRICATED_EVIDENCE" not in prepared.review.flags and prepared.review.soundness == 3

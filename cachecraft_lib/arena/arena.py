@@ -10,7 +10,9 @@
 - ``reveal``: check the round's salted commitment against the secret and show the test seeds.
 
 Every evaluation of any program on a round's test items is a ``test_look`` ledger event (author, program hash,
-board, round), recorded before it runs: the leaderboard counts them per author. ``dev`` and ``submit`` return
+board, round; for a search's entry also its origin's ``plan``, ``run_id`` and ``random_seed``), recorded before it
+runs: the leaderboard counts them per author and per pre-registered plan (an author spreading looks over several
+names still shows them under the plan). ``dev`` and ``submit`` return
 dataclasses (``results.DevReport``, ``results.Entry``/``results.Rejection``) that also read like the dicts
 they replace. ``submit`` reads (and verifies) the ledger once before running and once under the lock at
 recording (``recording.record_submission``); the ledger verifies only lines it has not seen.
@@ -41,6 +43,15 @@ from .boards.items import board_items, split_seed
 from .recording import best_entry, entry_payload, payload, private_path, record_submission, save_units
 from .results import DevReport, Entry, Rejection
 from .scoring import score
+
+LOOK_ORIGIN = ("plan", "run_id", "random_seed")  # what a test look keeps of an entry's origin (issue 49)
+
+
+def look_origin(origin: dict | None) -> dict[str, Any]:
+    """The part of a submission's origin a ``test_look`` carries: the pre-registered plan (its hash's first 16
+    hex digits), the run id and the random seed, where the origin has them, so looks are counted per plan and
+    seed whatever author name the entry is under. Nothing for a hand-made entry."""
+    return {k: origin[k] for k in LOOK_ORIGIN if origin and origin.get(k) is not None}
 
 
 @dataclass
@@ -210,7 +221,9 @@ class Arena:
         except SubmissionError as err:
             return self._reject(board, shown_name(folder), author, err)
         self.record_baselines(board.name, secret, round_)
-        look = {"author": sub.author, "author_key": sub.author_key, "name": sub.name, "program": sub.code_sha256}
+        origin = metadata_origin(folder)  # e.g. a search run's id, seed, iterations and plan
+        look = {"author": sub.author, "author_key": sub.author_key, "name": sub.name, "program": sub.code_sha256,
+                **look_origin(origin)}
         try:
             rows = self.run_test(board, secret, round_, [submission_contender(sub, **limits)], [look])
         except SubmissionError as err:
@@ -229,7 +242,7 @@ class Arena:
             extra["probes"] = list(sub.probes)
         if getattr(sub, "allocation", "uniform") != "uniform":  # metadata's head-adaptive budgets change the run
             extra["allocation"] = sub.allocation
-        if origin := metadata_origin(folder):  # e.g. a search run's id, seed and iterations
+        if origin:
             extra["origin"] = origin
         return record_submission(self.ledger, self.root, board, sub, score.unit_values(rows, board), round_, rule,
                                  extra)

@@ -104,7 +104,22 @@ def _cmd_submit_search(args: argparse.Namespace) -> int:
         names[run] = name
     if len(args.run) > 1 and not args.dev_only:
         _report_pool(arena, args.board, names)
+    if not args.dev_only:
+        _report_looks(arena, args.board, registrations.values())
     return status
+
+
+def _report_looks(arena: Any, board: str, registrations: Any) -> None:
+    """The test looks of each submitted run's plan, per random seed (one each is the plan; the ledger tags every
+    look of a search entry with its plan, ``leaderboard.test_looks_by_plan``)."""
+    from ..arena.scoring.leaderboard import PLAN_PREFIX, test_looks_by_plan
+
+    plans = {str(r.plan_event["payload"]["plan_hash"])[:PLAN_PREFIX] for r in registrations if r.plan_event}
+    looks = test_looks_by_plan(arena.ledger.events())
+    looks = looks[(looks.board == board) & looks.plan.isin(plans)]
+    if len(looks):
+        print("test looks per plan and random seed (a plan has one per seed):")
+        print(looks[["plan", "random_seed", "looks", "names"]].to_string(index=False))
 
 
 def _submit_run(args: argparse.Namespace, arena: Any, run: str, reg: Any, secret: bytes | None) -> tuple[int, Any]:

@@ -7,6 +7,9 @@ seed, the round and the round's commitment when one exists (``None``: its secret
 the plan's own hash. Each run folder then keeps ``plan.json`` (the event's hash, seq and time) and
 ``run_info.txt``'s ``started=`` (written just before the run's first evaluation).
 
+``claim_verdict`` checks a recorded entry's claim afterwards and states its plan's test looks (``Arena.submit``
+tags each look with the entry's plan and random seed): more than one per seed fails the claim.
+
 ``check_registration`` is what ``arena submit-search`` asks before it touches a secret: the run's plan event is
 in the ledger, unaltered, names this run's board, seed program, sizes and random seed, and precedes the run's
 first evaluation and any entry of this run; otherwise ``NotPreregistered``, unless the caller labels the run
@@ -200,19 +203,55 @@ def _registered(events: list[dict], run: Path, run_id: str | None) -> dict:
     return event
 
 
+@dataclass(frozen=True)
+class Claim:
+    """A submission's pre-registration claim checked against the ledger (``claim_verdict``). ``looks``: test looks
+    of its plan and random seed up to and including its own (a plan has one per seed; ledgers written before
+    looks carried the plan show 0); ``plan_looks``: every look of the plan, all seeds, the whole ledger."""
+
+    holds: bool
+    looks: int
+    plan_looks: int
+    reason: str = ""
+
+
+def plan_looks(events: list[dict], prefix: str, random_seed: int | None = None, before: int | None = None) -> int:
+    """How many ``test_look`` events carry the plan ``prefix`` (and ``random_seed`` when given), among the
+    events before seq ``before`` (all when None)."""
+    return sum(1 for e in events[:before] if e.get("kind") == "test_look"
+               and (e.get("payload") or {}).get("plan") == prefix
+               and (random_seed is None or (e.get("payload") or {}).get("random_seed") == random_seed))
+
+
 def claim_holds(events: list[dict], entry: dict) -> bool:
-    """Does a ``submission`` event's claim to be pre-registered hold against the ledger? Anyone can write
-    ``registration: preregistered`` into a metadata.yaml, so a reader checks it: a ``plan`` event earlier in the
-    ledger whose hash starts with the origin's ``plan``, for the entry's board, seed program and random seed, whose
-    statement about its round's commitment is true (``round_claim_broken``), and no earlier entry claiming the
-    same plan and random seed."""
+    """Does a ``submission`` event's claim to be pre-registered hold against the ledger (``claim_verdict``)?"""
+    return claim_verdict(events, entry).holds
+
+
+def claim_verdict(events: list[dict], entry: dict) -> Claim:
+    """A ``submission`` event's claim to be pre-registered, checked (anyone can write ``registration:
+    preregistered`` into a metadata.yaml): a ``plan`` event earlier in the ledger whose hash starts with the
+    origin's ``plan``, for the entry's board, seed program and random seed, whose statement about its round's
+    commitment is true (``round_claim_broken``); no earlier entry claiming the same plan and random seed; and at
+    most one test look of that plan and seed up to this entry (a second look, even refused or crashed, is a
+    second chance on the test items). The verdict states the looks either way."""
     origin = (entry.get("payload") or {}).get("origin") or {}
     prefix = str(origin.get("plan") or "")
+    seq = entry.get("seq", len(events))
+    looks = plan_looks(events, prefix, origin.get("random_seed"), seq) if prefix else 0
+    total = plan_looks(events, prefix) if prefix else 0
+
+    def verdict(reason: str = "") -> Claim:
+        return Claim(not reason, looks, total, reason)
+
     if origin.get("registration") != PREREGISTERED or len(prefix) != 16:
-        return False
-    before = events[: entry.get("seq", len(events))]
+        return verdict("the entry does not claim a plan (registration preregistered, a 16-digit plan)")
+    before = events[:seq]
     if any(_same_claim(e, prefix, origin) for e in before):
-        return False  # one pre-registered entry per plan and random seed: a second is another look
+        return verdict("an earlier entry claims the same plan and random seed: this is another look")
+    if looks > 1:
+        return verdict(f"{looks} test looks of plan {prefix} and random seed {origin.get('random_seed')} up to this "
+                       "entry: a plan has one per seed")
     for e in before:
         plan = e.get("payload") or {}
         if (e.get("kind") == "plan" and str(plan.get("plan_hash", "")).startswith(prefix)
@@ -220,8 +259,8 @@ def claim_holds(events: list[dict], entry: dict) -> bool:
                 and plan.get("seed_program") == origin.get("seed")
                 and origin.get("random_seed") in (plan.get("random_seeds") or [])
                 and not round_claim_broken(events, e)):
-            return True
-    return False
+            return verdict()
+    return verdict("no earlier, unaltered plan for this board, seed program and random seed whose round claim holds")
 
 
 def _same_claim(event: dict, prefix: str, origin: dict) -> bool:

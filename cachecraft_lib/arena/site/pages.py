@@ -121,6 +121,7 @@ def board_page(check: LedgerStatus, data: SiteData, name: str) -> str:
         body += "<h2>Test looks per author</h2>" + table(
             ["author", "evaluations on the test items"], [[esc(r.author), esc(r.looks)] for r in looks.itertuples()],
             "test-looks")
+    body += plan_looks_section(data.events, name)
     rejected = leaderboard.rejections(data.events)
     rejected = rejected[rejected.board == name]
     if not rejected.empty:
@@ -129,6 +130,27 @@ def board_page(check: LedgerStatus, data: SiteData, name: str) -> str:
             [[esc(r["name"]), esc(r.author), esc(r.kind), esc(r.message), esc(r.time)] for _, r in rejected.iterrows()],
             "rejections")
     return page(f"Board {name}", body, banner(check), depth=1)
+
+
+def plan_looks_section(events: list[dict], board: str) -> str:
+    """Test looks per pre-registered plan and random seed (``leaderboard.test_looks_by_plan``), where the board
+    has a plan or a look that names one: a plan should show exactly one look per seed; the looks without a plan
+    (baselines, hand-made entries, older ledgers) are one row."""
+    looks = leaderboard.test_looks_by_plan(events)
+    looks = looks[looks.board == board]
+    if (looks.plan == leaderboard.NO_PLAN).all():
+        return ""
+    rows = [[f"<code>{esc(r.plan)}</code>", "-" if pd.isna(r.random_seed) else esc(int(r.random_seed)),
+             esc(r.looks) + _looks_note(r.plan, r.looks), esc(r.authors), esc(r.names)] for r in looks.itertuples()]
+    return "<h2>Test looks per plan</h2>" + table(["plan", "random seed", "evaluations on the test items", "authors",
+                                                   "entries"], rows, "plan-looks")
+
+
+def _looks_note(plan: str, looks: int) -> str:
+    if plan == leaderboard.NO_PLAN or looks == 1:
+        return ""
+    return (' <span class="flag">MORE THAN ONE LOOK: a plan has one per seed</span>' if looks > 1 else
+            " <small>(not submitted, or recorded before looks named their plan)</small>")
 
 
 def _kv(payload: dict[str, Any]) -> str:
