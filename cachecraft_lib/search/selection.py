@@ -11,6 +11,10 @@ K on them, so with K > 1 it carries a small winner's-curse of its own; K is smal
 ``choose`` is the rule, and it reads nothing but the selection-half scores (ties go to the smaller program
 digest, never to search order), so a program best on the search half and worst on the selection half is not
 chosen (tested).
+
+``select`` also writes every shortlisted child's per-unit selection-half values (``selected/selection_units.csv``:
+child_id, context_id, task, overall, random_seed), so a reader recomputes each ``selection_fitness`` as
+``unit_means`` (the mean over tasks of the task means, ``score.method_scores``'s overall) and checks the choice.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ RULE = ("dev contexts split in two within each task by a seeded shuffle (split s
         "fitness uses the search half only; the submission is the best on the selection half among the run's top "
         "{top_k} distinct valid programs by search-half fitness (ties: the smaller program digest)")
 SELECTED = "selected"  # the run folder's sub-folder holding the choice
+UNITS_FILE = "selection_units.csv"  # per-unit selection-half values of every shortlisted child
+UNIT_COLUMNS = ["child_id", "context_id", "task", "overall", "random_seed"]
 
 
 @dataclass(frozen=True)
@@ -50,6 +56,7 @@ class Selected:
     estimate: float
     shortlist: pd.DataFrame  # child_id, search_fitness (shown, not used), selection_fitness, chosen
     report: dict | None = None
+    units: pd.DataFrame | None = None  # UNIT_COLUMNS: each shortlisted child's selection-half values per context
 
 
 def rule_text(split_seed: int = SPLIT_SEED, top_k: int = TOP_K) -> str:
@@ -97,9 +104,51 @@ def select(run_folder: str | Path, selection_fitness: Any, top_k: int = TOP_K) -
     table = pd.DataFrame([{"child_id": c, "search_fitness": search_fit.get(c), "selection_fitness": scores[c],
                            "chosen": c == chosen} for c, _ in picks])
     report = next(r.report for (c, _), r in zip(picks, results, strict=True) if c == chosen)
-    out = Selected(chosen, code, float(scores[chosen]), table, report)
+    units = shortlist_units(picks, results, _random_seed(run_folder))
+    out = Selected(chosen, code, float(scores[chosen]), table, report, units)
     write_selected(run_folder, out)
     return out
+
+
+def shortlist_units(picks: list[tuple[str, str]], results: list[Any], random_seed: int | None) -> pd.DataFrame:
+    """Each pick's per-unit selection-half values from its result's dev report (``report["units"]``, the rows of
+    ``score.unit_values`` under the candidate's name); a pick stopped before stage 2 has none."""
+    parts = []
+    for (child_id, _), result in zip(picks, results, strict=True):
+        report = getattr(result, "report", None)
+        if not report or report.get("units") is None:
+            continue
+        mine = report["units"][report["units"].method == result.name]
+        parts.append(mine[["context_id", "task", "overall"]].assign(child_id=child_id, random_seed=random_seed))
+    if not parts:
+        return pd.DataFrame(columns=UNIT_COLUMNS)
+    return pd.concat(parts, ignore_index=True)[UNIT_COLUMNS]
+
+
+def unit_means(units: pd.DataFrame) -> pd.Series:
+    """Per (random_seed, child_id): the mean over tasks of the task means of ``overall``, the way
+    ``score.method_scores`` (hence ``selection_fitness``) averages a method's units."""
+    by_task = units.groupby(["random_seed", "child_id", "task"], dropna=False).overall.mean()
+    return by_task.groupby(["random_seed", "child_id"], dropna=False).mean()
+
+
+def units_disagree(shortlist: pd.DataFrame, units: pd.DataFrame, tol: float = 1e-12) -> list[str]:
+    """The shortlist rows (random_seed, child_id, selection_fitness) whose ``unit_means`` of ``units`` differ by
+    more than ``tol`` or are missing, as "seed/child" strings; empty when the per-unit file reproduces them all."""
+    means = unit_means(units)
+    bad = []
+    for seed, child, value in zip(shortlist.random_seed, shortlist.child_id, shortlist.selection_fitness, strict=True):
+        mean = means.get((seed, child))
+        if pd.isna(value) != (mean is None) or (mean is not None and abs(float(mean) - float(value)) > tol):
+            bad.append(f"{seed}/{child}")
+    return bad
+
+
+def _random_seed(run_folder: str | Path) -> int | None:
+    from .runlog import load_run
+
+    value = load_run(run_folder).info.get("random_seed")
+    return None if value is None else int(value)
 
 
 def _search_fitness(run_folder: str | Path) -> dict[str, float]:
@@ -110,11 +159,14 @@ def _search_fitness(run_folder: str | Path) -> dict[str, float]:
 
 
 def write_selected(run_folder: str | Path, selected: Selected) -> Path:
-    """``<run>/selected/``: ``program.py``, ``shortlist.csv`` and ``selected.json`` (id and estimate)."""
+    """``<run>/selected/``: ``program.py``, ``shortlist.csv``, ``selected.json`` (id and estimate) and, when
+    known, ``selection_units.csv`` (``UNITS_FILE``)."""
     folder = Path(run_folder) / SELECTED
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "program.py").write_text(selected.code)
     selected.shortlist.to_csv(folder / "shortlist.csv", index=False)
+    if selected.units is not None:
+        selected.units.to_csv(folder / UNITS_FILE, index=False)
     report = selected.report or {}
     info: dict[str, Any] = {"child_id": selected.child_id, "selection_fitness": selected.estimate}
     if report.get("gain") is not None:
@@ -154,3 +206,22 @@ def selection_broken(run_folder: str | Path, top_k: int) -> str:
     if dict(picks)[chosen[0]] != chosen[1]:
         return f"selected/program.py is not {chosen[0]}'s code in the run's trace"
     return ""
+
+
+def half_score(arena: Any, board_name: str, folder: str | Path, contexts: list[str]) -> float:
+    """A submission folder's ``arena dev`` overall on a part of the dev items (e.g. FRC's example on the search
+    half, the reference line of the search's dynamics figure): the baselines' dev rows and the submission's, both
+    restricted to ``contexts``, through ``score.dev_report``. Dev items only."""
+    from ..arena.board_runner import submission_contender
+    from ..arena.scoring.score import dev_report
+    from ..arena.submissions.folder import load_submission
+
+    board = arena.board(board_name)
+    keep = set(contexts)
+    items = arena.items(board, "dev")
+    items = items[items.context_id.isin(keep)].reset_index(drop=True)
+    base = arena.dev_baselines(board)
+    base = base[base.context_id.isin(keep)].reset_index(drop=True)
+    sub = load_submission(folder)
+    rows = arena.run(board, items, [submission_contender(sub)])
+    return float(dev_report(base, rows, board, sub.name)["scores"].loc[sub.name, "overall"])
