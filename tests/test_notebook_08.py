@@ -1,6 +1,7 @@
 """Notebook 08 (the pre-registered search on a board's dev items, chosen on the selection half, tested on a fresh
 secret) under smoke, values read back: the order of events in the ledger, the halves each step used, the
-pooled result recomputed by docs/uncertainty.md's recipe from the per-unit file the notebook wrote."""
+pooled result recomputed by docs/uncertainty.md's recipe from the per-unit file the notebook wrote, one test look
+per plan and seed, and each chosen child's selection-half estimate recomputed from the selection file."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 from test_search_arena_recipe import run_recipe
 
 from cachecraft_lib.report.notebooks import list_notebooks, run_notebook
+from cachecraft_lib.search import selection
 
 
 @pytest.mark.slow
@@ -38,6 +40,18 @@ def check(r: dict, figures) -> None:
         assert origin["registration"] == "preregistered" and len(origin["plan"]) == 16
         assert origin["child_id"] == chosen["child_id"] and origin["random_seed"] == int(s)
     assert r["claims"] == {"search-v1-0": True, "search-v1-1": True}  # each label holds against the ledger
+    assert r["claim_looks"] == {"search-v1-0": 1, "search-v1-1": 1}  # one test look per plan and seed, stated
+    looks = pd.DataFrame(r["plan_looks"])
+    planned = looks[looks.plan == r["origins"]["0"]["plan"]]
+    assert sorted(planned.random_seed) == [0, 1] and planned.looks.tolist() == [1, 1]
+    assert looks[looks.plan == "no plan"].looks.sum() == kinds.count("test_look") - 2  # baselines' and FRC's
+    assert 0 < r["frc_search_half"] <= 1.5  # FRC on the search half: the figure's reference line
+    units = pd.read_csv(figures / "samples" / "08_search_arena_selection.csv.gz", dtype={"child_id": str})
+    means = selection.unit_means(units)  # the committed per-unit file recomputes each chosen child's estimate
+    for s in ("0", "1"):
+        chosen = r["chosen"][s]
+        assert sorted(units[units.random_seed == int(s)].child_id.unique()) == sorted(chosen["shortlist"])
+        assert means[(int(s), chosen["child_id"])] == pytest.approx(chosen["estimate"], abs=1e-12)
     pooled, per_seed = r["pooled"], pd.DataFrame(r["per_seed"])
     assert pooled["lo"] <= pooled["gain"] <= pooled["hi"] and pooled["beats"] == int(per_seed.beats.sum())
     assert pooled["gain"] == pytest.approx(per_seed.gain.mean(), abs=1e-9)  # the mean over seeds, not the best
