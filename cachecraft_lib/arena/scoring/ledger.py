@@ -43,8 +43,9 @@ KIND_DOCS = {
     "rejection": "a refused submission: kind, author, a public message (scoring.refusals)",
     "points": "points awarded to an entry under a points rule (scoring.points)",
     "review": "a judge's scores and flags of an entry (judges.record)",
-    "test_look": "one evaluation of one program on a round's test items: author, program hash, board, round "
-                 "(recorded before it runs, whether it is then scored, refused or crashes)",
+    "test_look": "one evaluation of one program on a round's test items: author, program hash, board, round, "
+                 "and for a search's entry its plan, run and random seed (recorded before it runs, whether it is "
+                 "then scored, refused or crashes)",
     "plan": "a search's pre-registered plan, recorded before any child is evaluated (search/preregister.py)",
 }
 KINDS = tuple(KIND_DOCS)

@@ -8,7 +8,8 @@ from .inspection import plot_correlation, plot_features, plot_frc_steps, plot_ke
 from .latency import plot_latency
 from .ruler import plot_decomposition, plot_here_vs_paper, plot_prompt_tokens, plot_ruler_vs_ratio
 from .search import plot_best_so_far, plot_weight_trajectory
+from .search_arena import plot_search_arena_dynamics
 
 __all__ = ["plot_best_so_far", "plot_correlation", "plot_decomposition", "plot_features", "plot_frc_steps",
            "plot_here_vs_paper", "plot_kept_by_layer", "plot_latency", "plot_leaderboard", "plot_prompt_tokens", "plot_ruler_vs_ratio",
-           "plot_weight_trajectory", "shade_span"]
+           "plot_search_arena_dynamics", "plot_weight_trajectory", "shade_span"]
