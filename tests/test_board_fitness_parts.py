@@ -61,6 +61,7 @@ def _rows(contexts: list[tuple[str, str]]) -> pd.DataFrame:
 
 
 ITEMS = _rows([("niah", "n0"), ("niah", "n1"), ("vt", "v0"), ("niah", "n1"), ("vt", "v1")])
+ITEMS.attrs["split"] = "dev"  # as Arena.items says of its dev items (a BoardFitness refuses any other split)
 
 
 def test_built_from_parts_it_loads_and_runs_nothing():

@@ -47,6 +47,24 @@ from .population import Candidate, PopulationRunner
 from .static_checks import stage0
 
 
+def refuse_non_dev(board: Board, items: pd.DataFrame, base: pd.DataFrame) -> None:
+    """``ValueError`` unless ``items`` say they are ``board``'s dev split (``attrs['split'] == 'dev'`` and, when
+    they carry one, the board's public dev seed, as ``Arena.items`` sets them) and ``base``, when it says a
+    split, says dev: the search's fitness never reads another split (issue 49)."""
+    from ..arena.boards.items import split_seed
+
+    split, seed = items.attrs.get("split"), items.attrs.get("seed")
+    if split != "dev":
+        raise ValueError(f"a board fitness reads only the dev items: these items' split is {split!r} (attrs['split']"
+                         "; Arena.items(board, 'dev') sets 'dev'), refused")
+    if seed is not None and seed != split_seed(board, "dev"):
+        raise ValueError(f"these items say split 'dev' but were drawn with seed {seed}, not board {board.name}'s "
+                         f"public dev seed {split_seed(board, 'dev')}: refused")
+    if base.attrs.get("split", "dev") != "dev":
+        raise ValueError(f"a board fitness's baselines are the dev baselines: these say split "
+                         f"{base.attrs['split']!r}, refused")
+
+
 @dataclass
 class _Converted:
     name: str
@@ -61,7 +79,8 @@ class BoardFitness:
     (both restricted alike to a part of the dev contexts, when the search or selection half), the population
     runner (the model and tokenizer inside), the gate, the seed program's source (stage 0 compares candidates
     with it) and the sandbox limits. Building one loads and runs nothing; the gate contexts, the first dev
-    context of each task, follow from the items."""
+    context of each task, follow from the items. Items that do not say they are the board's dev split are
+    refused (``refuse_non_dev``); ``guarded`` is set only by ``dev_only.dev_fitness``."""
 
     arena: Arena = field(repr=False)
     board: Board = field(repr=False)
@@ -72,9 +91,11 @@ class BoardFitness:
     seed_source: str | None = field(default=None, repr=False)
     limits: dict = field(default_factory=dict)
     gate_ids: list[str] = field(init=False)
+    guarded: bool = field(default=False, init=False)  # set only by ``dev_only.dev_fitness`` (the guard in place)
     _gates: dict[str, tuple[CandidateResult, pd.DataFrame]] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
+        refuse_non_dev(self.board, self.items, self.base)
         first = self.items.groupby("task", sort=False).context_id.first()
         self.gate_ids = list(dict.fromkeys(first))
 
@@ -230,7 +251,8 @@ def load_board_fitness(board: str = "A", profile: str = "cpu", root: str | Path 
     if spec.decode_time or spec.benchmark == "math500":
         raise ValueError(f"board {board} evicts while decoding or scores MATH-500; the search's board fitness "
                          "covers the prefill boards (A, B_online, B_offline)")
-    items, base = arena.items(spec, "dev"), arena.dev_baselines(spec)
+    items, base = arena.items(spec, "dev"), arena.dev_baselines(spec).copy()
+    base.attrs["split"] = "dev"  # the dev baselines (the cached file does not say so)
     if contexts is not None:  # a part of the dev items (``selection.split_dev``): the search or selection half
         keep = set(contexts)
         if not keep <= set(items.context_id):

@@ -52,19 +52,40 @@ def _metrics(result: Any) -> dict[str, float]:
             "valid": float(result.valid), "passed_gate": float(result.passed_gate)}
 
 
+def fitness_refused(fitness: Any, board: str, preregistered: bool) -> str:
+    """Why ``fitness`` may not drive this run, or '': its items must not say a split other than dev, and a
+    pre-registered run's fitness must be ``dev_only.dev_fitness``'s (``guarded``: built behind the guard, from
+    the board's dev items) for the run's own board, or its run_info would claim dev items it cannot vouch for."""
+    split = getattr(fitness.items, "attrs", {}).get("split")
+    if split is not None and split != "dev":
+        return f"the search's fitness reads only dev items: this one's items are the {split!r} split"
+    if not preregistered:
+        return ""
+    if not getattr(fitness, "guarded", False):
+        return ("a pre-registered run takes only the fitness search.dev_only.dev_fitness builds behind the dev-only "
+                "guard (guarded); this one was built otherwise")
+    if fitness.board.name != board:
+        return f"the fitness is board {fitness.board.name}'s, the run board {board}'s"
+    return ""
+
+
 def board_search(board: str, seed: str = "v1", generations: int = 5, population: int = 6, out_dir: str | Path = ".",
                  profile: str = "cpu", random_seed: int = 0, structural: bool = True,
                  fitness: BoardFitness | None = None, progress: bool = True, plan_event: dict | None = None) -> Path:
     """Run the search; returns the run folder (``out_dir``), whose ``best/best_program.py`` is the best found.
     ``fitness``: built by ``dev_only.dev_fitness`` (the guard in place) unless given; ``plan_event``: the
-    ledger's ``plan`` event of a pre-registered run (``preregister``), referenced from ``plan.json``."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    ledger's ``plan`` event of a pre-registered run (``preregister``), referenced from ``plan.json``; such a run
+    takes only a fitness ``dev_fitness`` built (``guarded``), for ``board`` (``fitness_refused``)."""
     seed_code = seed_path(seed).read_text()
     if fitness is None:
         with dev_only():
             fitness = dev_fitness(board, profile, seed_program=seed_path(seed))
     fit = fitness
+    problem = fitness_refused(fit, board, plan_event is not None)
+    if problem:
+        raise ValueError(problem)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
     (out / "initial_program.py").write_text(seed_code)
     if plan_event is not None:
         write_plan_ref(out, plan_event)

@@ -5,9 +5,15 @@ then its test number is no evidence. ``install`` makes the secret unreachable in
 class of ways to reach it rather than one: the secret's environment variables are removed (``splits.SECRET_ENV``,
 ``splits.SECRET_FILE_ENV``; a child process inherits the cleaned environment), ``splits.load_secret`` raises
 ``SecretUnreachable`` (every caller imports it from the module at call time; tested), and ``Arena.items`` refuses
-any split but ``dev``, so a secret passed by hand cannot draw test items either. ``dev_fitness`` builds the
-search's ``BoardFitness`` only while the guard is active, so the guard is necessarily in place before the
-first item is loaded (issue 48: the old test installed its guard after the fitness had loaded its items).
+any split but ``dev``, so a secret passed by hand cannot draw test items either; nor can the arena's own
+functions derive a test seed or draw test items (``splits.test_seed``, ``items.split_seed``, ``items.board_items``
+call ``splits.guard_split``, where the guard is registered). ``dev_fitness`` builds the search's ``BoardFitness``
+only while the guard is active, so the guard is necessarily in place before the first item is loaded (issue 48:
+the old test installed its guard after the fitness had loaded its items), and marks it ``guarded``: a
+pre-registered ``board_search`` takes no other fitness (issue 49).
+
+What it cannot stop: code in this process reading the secret FILE by its path and re-implementing the HMAC by
+hand. The guard closes the project's own paths to the test split, not a determined author's.
 
 ``dev_only()`` is the same guard as a context manager, for notebooks and tests that later need the secret in the
 same process (notebook 08 submits after its search).
@@ -39,6 +45,7 @@ class Guard:
     removed: dict[str, str] = field(default_factory=dict)
     load_secret: Any = None
     items: Any = None
+    split_guard: Any = None  # registered in ``splits.SPLIT_GUARDS`` while installed
 
 
 _active: list[Guard] = []
@@ -47,6 +54,12 @@ _active: list[Guard] = []
 def _refused(*_args: Any, **_kwargs: Any) -> bytes:
     raise SecretUnreachable("the search process never holds the arena's secret (search.dev_only): only "
                             "`cachecraft arena submit-search`, run after the search, reads it")
+
+
+def _dev_split_only(split: str) -> None:
+    if split != "dev":
+        raise SecretUnreachable(f"the search reads only the dev split, not {split!r}: no test seed is derived and no "
+                                "test item drawn in the search process (search.dev_only)")
 
 
 def _dev_items_only(original: Any) -> Any:
@@ -68,9 +81,11 @@ def install() -> Guard:
     """Remove the secret's variables and make the secret and the test split unreachable (idempotent)."""
     if _active:
         return _active[-1]
-    guard = Guard({k: os.environ.pop(k) for k in SECRET_VARS if k in os.environ}, splits.load_secret, Arena.items)
+    guard = Guard({k: os.environ.pop(k) for k in SECRET_VARS if k in os.environ}, splits.load_secret, Arena.items,
+                  _dev_split_only)
     splits.load_secret = _refused
     Arena.items = _dev_items_only(guard.items)
+    splits.SPLIT_GUARDS.append(guard.split_guard)
     _active.append(guard)
     return guard
 
@@ -82,6 +97,8 @@ def uninstall(guard: Guard) -> None:
     _active.remove(guard)
     splits.load_secret = guard.load_secret
     Arena.items = guard.items
+    if guard.split_guard in splits.SPLIT_GUARDS:
+        splits.SPLIT_GUARDS.remove(guard.split_guard)
     os.environ.update(guard.removed)
 
 
@@ -103,11 +120,14 @@ def dev_fitness(board: str, profile: str = "cpu", root: str | Path | None = None
     """The search's fitness, built only behind the guard. It loads, in order: the board's dev items (public
     seed, no secret), the profile's model, the dev baselines (cached in ``root``), and runs ``seed_program`` on
     the gate items to set the gate (unless ``gate`` is given); ``contexts`` restricts all of it to those dev
-    contexts (the search half: ``selection.split_dev``)."""
+    contexts (the search half: ``selection.split_dev``). The fitness comes back marked ``guarded``, the mark a
+    pre-registered ``board_search`` requires (a ``BoardFitness`` built from parts has none)."""
     from .board_fitness import load_board_fitness
 
     if not active():
         raise SecretUnreachable("install the dev-only guard (search.dev_only.install) before building the "
                                 "search's fitness: it must be in place before any item is loaded")
-    return load_board_fitness(board, profile, root=root, seed_program=seed_program, gate=gate, contexts=contexts,
-                              arena=arena)
+    fitness = load_board_fitness(board, profile, root=root, seed_program=seed_program, gate=gate, contexts=contexts,
+                                 arena=arena)
+    fitness.guarded = True
+    return fitness

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .board_fitness import load_board_fitness
+from . import dev_only
 from .cascade import CONFIG_ENV, CascadeEvaluator, SearchSettings
 
 _EVALUATOR = None  # the worker's CascadeEvaluator, or its BoardFitness with --board
@@ -27,7 +27,10 @@ def get_evaluator():
 
 
 def board_evaluator(settings: SearchSettings):
-    """``cachecraft evolve --board``: the board's own dev score as the fitness (``board_fitness``)."""
+    """``cachecraft evolve --board``: the board's own dev score as the fitness (``board_fitness``), built by
+    ``dev_only.dev_fitness`` behind the dev-only guard, installed first and left in place for this process
+    (the search's driver or worker: it never needs the secret)."""
+    dev_only.install()
     extras = settings.extras
-    return load_board_fitness(extras["board"], profile=extras["profile"], root=extras.get("arena_root"),
-                              seed_program=settings.seed_program, gate=settings.gate)
+    return dev_only.dev_fitness(extras["board"], profile=extras["profile"], root=extras.get("arena_root"),
+                                seed_program=settings.seed_program, gate=settings.gate)

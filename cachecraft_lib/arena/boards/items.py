@@ -35,6 +35,7 @@ def split_seed(board: Board, split: str, secret: bytes | None = None, round_: in
 
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+    splits.guard_split(split)  # search.dev_only's guard, when installed, refuses every split but dev
     if split == "dev":
         return splits.dev_seed(board.name)
     if secret is None:
@@ -45,6 +46,9 @@ def split_seed(board: Board, split: str, secret: bytes | None = None, round_: in
 def board_items(board: Board, split: str, tokenizer: Any, secret: bytes | None = None, round_: int = 1,
                 source: str = "offline") -> pd.DataFrame:
     """The items of ``board``'s ``split``: one row per (context, question), KVPress's RULER columns plus ids."""
+    from .splits import guard_split
+
+    guard_split(split)  # before anything is drawn (search.dev_only's guard refuses every split but dev)
     seed = split_seed(board, split, secret, round_)
     per_task = board.items[split]
     frames = []

@@ -31,6 +31,7 @@ import hmac
 import os
 import secrets
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 
 from .strength import estimate, runs_bits
@@ -46,6 +47,17 @@ CREATE_HINT = ("let the arena generate one: `cachecraft arena init` (256 bits, w
                f"0600, at {SECRET_FILE} or --secret-file PATH, then export {SECRET_FILE_ENV}=PATH); a secret typed "
                f"by a person ({SECRET_ENV}) needs at least {MIN_SECRET_BYTES} characters and an estimated "
                f"{MIN_SECRET_BITS} bits, python -c \"import secrets; print(secrets.token_hex(32))\" makes one")
+
+
+SPLIT_GUARDS: list[Callable[[str], None]] = []  # installed by search.dev_only; empty for the arena itself
+
+
+def guard_split(split: str) -> None:
+    """Let every installed split guard refuse ``split`` (it raises); a no-op when none is installed. Called where
+    a split's seed is derived (``test_seed``, ``items.split_seed``) and its items drawn (``items.board_items``),
+    so a guarded process cannot reach the test split by any of them, even with the secret in hand."""
+    for refuse in tuple(SPLIT_GUARDS):
+        refuse(split)
 
 
 class SecretMissing(RuntimeError):
@@ -141,6 +153,7 @@ def is_reserved(seed: int, boards: tuple[str, ...] = ()) -> bool:
 
 def test_seed(secret: bytes, board: str, round: int) -> int:  # noqa: A002 - the contract's name
     """The seed of ``board``'s hidden test items in ``round``: an HMAC of the secret, re-drawn on a clash."""
+    guard_split("test")
     if not secret:
         raise SecretMissing(f"the test split needs the arena secret; {CREATE_HINT}")
     for attempt in range(100):
