@@ -58,7 +58,7 @@ browser:
 
 test: $(TEST_EXTRAS) sandbox-tools browser
 	$(BIN)/cachecraft fetch-instruct
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=25  # the 25 slowest tests at the end: where CI's half hour goes
 
 reproduce: install
 	$(BIN)/cachecraft reproduce --profile $(PROFILE)
