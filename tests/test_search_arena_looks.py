@@ -9,6 +9,7 @@ from cachecraft_lib.arena.scoring import leaderboard
 from cachecraft_lib.arena.scoring.ledger import Ledger
 from cachecraft_lib.arena.site.pages import plan_looks_section
 from cachecraft_lib.search import preregister, selection
+from cachecraft_lib.search.claims import NOT_VERIFIED
 from cachecraft_lib.search.seeds import seed_path
 
 
@@ -30,27 +31,29 @@ def _look(ledger: Ledger, author: str, name: str, origin: dict | None) -> dict:
 
 
 def test_a_look_carries_the_entrys_plan_run_and_seed_and_nothing_for_a_hand_made_entry():
-    origin = {**_origin("ab" * 8, 3), "iterations": 7, "child_id": "c"}
-    assert look_origin(origin) == {"plan": "ab" * 8, "run_id": "A_v1_3-abc", "random_seed": 3}
+    origin = {**_origin("ab" * 8, 3), "iterations": 7, "child_id": "c", "plan_hash": "ab" * 32}
+    assert look_origin(origin) == {"plan": "ab" * 8, "plan_hash": "ab" * 32, "run_id": "A_v1_3-abc", "random_seed": 3}
     assert look_origin(None) == {} and look_origin({"kind": "search", "run_id": "r"}) == {"run_id": "r"}
 
 
-def test_looks_spread_over_author_names_are_counted_under_their_plan(tmp_path):
+def test_looks_spread_over_entry_names_are_counted_under_their_plan_and_others_looks_apart(tmp_path):
     ledger = Ledger(tmp_path / "ledger.jsonl")
-    prefix = _plan_event(ledger)["payload"]["plan_hash"][:16]
+    prefix = _plan_event(ledger)["payload"]["plan_hash"][:16]  # recorded by cachecraft-search (make_plan's default)
     ledger.append("test_look", {"board": "A", "round": 1, "author": "baseline", "name": "snapkv"})  # no plan key
-    _look(ledger, "alice", "try-1", _origin(prefix, 0))
-    _look(ledger, "Alice2", "try-2", _origin(prefix, 0))  # the same plan and seed under another name
+    _look(ledger, "cachecraft-search", "try-1", _origin(prefix, 0))
+    _look(ledger, "CacheCraft-Search ", "try-2", _origin(prefix, 0))  # the same author, another entry name
+    _look(ledger, "alice", "copied", _origin(prefix, 0))  # another author tagged the public plan: shown apart
     events = ledger.events()
     per_author = leaderboard.test_looks(events).set_index("author").looks.to_dict()
-    assert per_author == {"baseline": 1, "alice": 1, "Alice2": 1}  # per author, nobody looked twice
+    assert per_author == {"baseline": 1, "cachecraft-search": 2, "alice": 1}
     by_plan = leaderboard.test_looks_by_plan(events)
     mine = by_plan[by_plan.plan == prefix].set_index("random_seed")
     assert mine.looks.to_dict() == {0: 2, 1: 0}  # per plan: seed 0 had two looks, seed 1 none (listed all the same)
-    assert mine.loc[0, "authors"] == "alice, Alice2" and mine.loc[0, "names"] == "try-1, try-2"
+    assert mine.foreign.to_dict() == {0: 1, 1: 0} and mine.loc[0, "names"] == "try-1, try-2"
     assert by_plan[by_plan.plan == leaderboard.NO_PLAN].looks.tolist() == [1]  # an old-style look: "no plan"
     page = plan_looks_section(events, "A")
     assert "Test looks per plan" in page and prefix in page and "MORE THAN ONE LOOK" in page
+    assert "other authors, other programs: not counted" in page
     assert plan_looks_section(events, "B_offline") == ""
 
 
@@ -67,17 +70,20 @@ def test_a_claim_states_its_looks_and_fails_with_a_second_look_of_its_plan_and_s
     prefix = _plan_event(ledger)["payload"]["plan_hash"][:16]
     _look(ledger, "cachecraft-search", "search-v1-0", _origin(prefix, 0))
     honest = ledger.append("submission", {"board": "A", "name": "search-v1-0", "author": "cachecraft-search",
-                                          "origin": _origin(prefix, 0)})
+                                          "code_sha256": "search-v1-0", "round": 1, "origin": _origin(prefix, 0)})
     verdict = preregister.claim_verdict(ledger.events(), honest)
-    assert verdict.holds and verdict.looks == 1 and verdict.plan_looks == 1 and verdict.reason == ""
+    assert verdict.holds and verdict.looks == 1 and verdict.plan_looks == 1
+    assert verdict.reason.startswith(NOT_VERIFIED) and not verdict.verified  # the ledger alone: not its run
 
-    _look(ledger, "someone-else", "peek", _origin(prefix, 1))  # seed 1 looked once under another name (crashed)
-    _look(ledger, "cachecraft-search", "search-v1-1", _origin(prefix, 1))  # ... and again, then entered
+    _look(ledger, "someone-else", "peek", _origin(prefix, 1))  # another author's look, another program: apart
+    _look(ledger, "cachecraft-search", "search-v1-1-try", _origin(prefix, 1))  # the author's own second look
+    _look(ledger, "cachecraft-search", "search-v1-1", _origin(prefix, 1))  # ... then the entry's
     second = ledger.append("submission", {"board": "A", "name": "search-v1-1", "author": "cachecraft-search",
-                                          "origin": _origin(prefix, 1)})
+                                          "code_sha256": "search-v1-1", "round": 1, "origin": _origin(prefix, 1)})
     events = ledger.events()
     verdict = preregister.claim_verdict(events, second)
-    assert not verdict.holds and verdict.looks == 2 and verdict.plan_looks == 3 and "one per seed" in verdict.reason
+    assert not verdict.holds and verdict.looks == 2 and verdict.plan_looks == 4 and "one per seed" in verdict.reason
+    assert verdict.foreign_looks == 1
     assert not preregister.claim_holds(events, second)
     assert preregister.claim_verdict(events, honest).holds  # seed 0's claim is unaffected by seed 1's looks
 
@@ -89,4 +95,4 @@ def test_a_claim_in_an_old_ledger_holds_with_zero_tagged_looks(tmp_path):
     entry = ledger.append("submission", {"board": "A", "name": "search-v1-0", "author": "cachecraft-search",
                                          "origin": _origin(prefix, 0)})
     verdict = preregister.claim_verdict(ledger.events(), entry)
-    assert verdict.holds and verdict.looks == 0
+    assert verdict.holds and verdict.looks == 0 and "old ledger" in verdict.reason

@@ -206,14 +206,17 @@ def test_a_claim_to_be_preregistered_is_checked_against_the_ledger(tmp_path):
     prefix = plan["payload"]["plan_hash"][:16]
 
     def entry(**origin):
-        return ledger.append("submission", {"board": "A", "name": "x", "author": "y", "origin": {
+        author = origin.pop("author", "cachecraft-search")  # the plan's author (make_plan's default)
+        return ledger.append("submission", {"board": "A", "name": "x", "author": author, "round": 1, "origin": {
             "kind": "search", "seed": "v1", "random_seed": 1, "registration": "preregistered", "plan": prefix,
             **origin}})
 
     honest, other_seed, spoofed = entry(), entry(random_seed=9), entry(plan="0" * 16)
+    someone_else = entry(author="mallory")  # a public plan copied into another author's metadata.yaml
     events = ledger.events()
     assert preregister.claim_holds(events, honest)
     assert not preregister.claim_holds(events, other_seed) and not preregister.claim_holds(events, spoofed)
+    assert "recorded by 'cachecraft-search'" in preregister.claim_verdict(events, someone_else).reason
     assert not preregister.claim_holds(events, {**honest, "seq": 0})  # a plan recorded after the entry counts not
 
 
@@ -221,8 +224,8 @@ def test_a_claim_fails_for_a_second_entry_of_one_plan_and_seed_and_for_a_plan_th
     ledger, plan = _registered(tmp_path)
     prefix = plan["payload"]["plan_hash"][:16]
     origin = {"kind": "search", "seed": "v1", "random_seed": 1, "registration": "preregistered", "plan": prefix}
-    first = ledger.append("submission", {"board": "A", "name": "x", "author": "y", "origin": origin})
-    second = ledger.append("submission", {"board": "A", "name": "x2", "author": "y2", "origin": origin})
+    first = ledger.append("submission", {"board": "A", "name": "x", "author": "cachecraft-search", "origin": origin})
+    second = ledger.append("submission", {"board": "A", "name": "x2", "author": "Cachecraft-Search", "origin": origin})
     events = ledger.events()
     assert preregister.claim_holds(events, first) and not preregister.claim_holds(events, second)
 
@@ -231,7 +234,7 @@ def test_a_claim_fails_for_a_second_entry_of_one_plan_and_seed_and_for_a_plan_th
     honest = preregister.record_plan(late, _plan(events=late.events()))  # names the commitment it was made under
     misstated = preregister.record_plan(late, _plan(events=[], notes="says no round yet"))
     for plan_event, holds in ((honest, True), (misstated, False)):
-        entry = late.append("submission", {"board": "A", "name": "z", "author": "z", "origin": {
+        entry = late.append("submission", {"board": "A", "name": "z", "author": "cachecraft-search", "origin": {
             **origin, "plan": plan_event["payload"]["plan_hash"][:16]}})
         assert preregister.claim_holds(late.events(), entry) is holds
 

@@ -348,3 +348,27 @@ def test_the_csp_blocks_an_inline_script_in_a_browser(arena, tmp_path):
                  tmp_path / "site" / "entries" / slug("A", name)):
         page.write_text(page.read_text().replace("<main>", "<main>" + evil, 1))
         assert _title(_chrome(page, "--dump-dom")) != "PWNED", page.name
+
+
+def test_an_entry_page_shows_its_claims_verdict_not_the_bare_label(tmp_path):
+    """A search entry's page states whether its pre-registration claim holds (issue 49): a hand-made entry by
+    another author naming a public plan shows FAILS, the plan author's shows holds, not verified against its run."""
+    from cachecraft_lib.search import preregister, selection
+    from cachecraft_lib.search.seeds import seed_path
+
+    ledger = Ledger(tmp_path / "arena" / "ledger.jsonl")
+    plan = preregister.record_plan(ledger, preregister.make_plan(
+        "A", "smoke", "v1", seed_path("v1").read_text(), 1, 2, [0, 1], True, selection.SPLIT_SEED, 2,
+        selection.rule_text(), []))
+    origin = {"kind": "search", "seed": "v1", "registration": "preregistered", "run_id": "r",
+              "plan": plan["payload"]["plan_hash"][:16], "plan_hash": plan["payload"]["plan_hash"]}
+    for name, author, seed in (("forged", "mallory", 0), ("honest", "cachecraft-search", 1)):
+        ledger.append("test_look", {"board": "A", "round": 1, "author": author, "name": name, "program": name,
+                                    "plan": origin["plan"], "plan_hash": origin["plan_hash"], "random_seed": seed})
+        ledger.append("submission", _entry("A", name, 0.5, "submission", author=author, code_sha256=name,
+                                           origin={**origin, "random_seed": seed}))
+    write_site(ledger.path, tmp_path / "site", [])
+    forged = (tmp_path / "site" / "entries" / slug("A", "forged")).read_text()
+    honest = (tmp_path / "site" / "entries" / slug("A", "honest")).read_text()
+    assert "Pre-registration claim" in forged and "FAILS" in forged and "recorded by" in forged
+    assert "Pre-registration claim: <strong>holds</strong>" in honest and "not verified against its run" in honest

@@ -9,10 +9,11 @@
   kind and author (``refusals``: on test items without the method's text); nothing else changes.
 - ``reveal``: check the round's salted commitment against the secret and show the test seeds.
 
-Every evaluation of any program on a round's test items is a ``test_look`` ledger event (author, program hash,
-board, round; for a search's entry also its origin's ``plan``, ``run_id`` and ``random_seed``), recorded before it
-runs: the leaderboard counts them per author and per pre-registered plan (an author spreading looks over several
-names still shows them under the plan). ``dev`` and ``submit`` return
+Every evaluation of any program on a round's test items is a ``test_look`` ledger event (author, program hash
+and its normalised digest ``program_ast`` (``code_digest``), board, round; for a search's entry also its
+origin's ``plan``/``plan_hash``, ``run_id`` and ``random_seed``), recorded before it runs: the leaderboard counts
+them per author and per pre-registered plan (``scoring.plan_looks``: every look at an entry's program counts
+against its claim, whatever its tag or author). ``dev`` and ``submit`` return
 dataclasses (``results.DevReport``, ``results.Entry``/``results.Rejection``) that also read like the dicts
 they replace. ``submit`` reads (and verifies) the ledger once before running and once under the lock at
 recording (``recording.record_submission``); the ledger verifies only lines it has not seen.
@@ -43,14 +44,15 @@ from .boards.items import board_items, split_seed
 from .recording import best_entry, entry_payload, payload, private_path, record_submission, save_units
 from .results import DevReport, Entry, Rejection
 from .scoring import score
+from .scoring.plan_looks import code_digest
 
-LOOK_ORIGIN = ("plan", "run_id", "random_seed")  # what a test look keeps of an entry's origin (issue 49)
+LOOK_ORIGIN = ("plan", "plan_hash", "run_id", "random_seed")  # what a test look keeps of an origin (issue 49)
 
 
 def look_origin(origin: dict | None) -> dict[str, Any]:
-    """The part of a submission's origin a ``test_look`` carries: the pre-registered plan (its hash's first 16
-    hex digits), the run id and the random seed, where the origin has them, so looks are counted per plan and
-    seed whatever author name the entry is under. Nothing for a hand-made entry."""
+    """The part of a submission's origin a ``test_look`` carries: the pre-registered plan (its full hash, and
+    its first 16 hex digits for reading), the run id and the random seed, where the origin has them, so looks
+    are counted per plan and seed whatever author name the entry is under. Nothing for a hand-made entry."""
     return {k: origin[k] for k in LOOK_ORIGIN if origin and origin.get(k) is not None}
 
 
@@ -222,8 +224,9 @@ class Arena:
             return self._reject(board, shown_name(folder), author, err)
         self.record_baselines(board.name, secret, round_)
         origin = metadata_origin(folder)  # e.g. a search run's id, seed, iterations and plan
+        normalised = code_digest(sub.code)  # the same program under another comment or docstring
         look = {"author": sub.author, "author_key": sub.author_key, "name": sub.name, "program": sub.code_sha256,
-                **look_origin(origin)}
+                **({"program_ast": normalised} if normalised else {}), **look_origin(origin)}
         try:
             rows = self.run_test(board, secret, round_, [submission_contender(sub, **limits)], [look])
         except SubmissionError as err:
@@ -244,6 +247,8 @@ class Arena:
             extra["allocation"] = sub.allocation
         if origin:
             extra["origin"] = origin
+        if normalised:
+            extra["code_ast"] = normalised
         return record_submission(self.ledger, self.root, board, sub, score.unit_values(rows, board), round_, rule,
                                  extra)
 

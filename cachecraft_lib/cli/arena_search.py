@@ -76,13 +76,16 @@ def _registration(args: argparse.Namespace, events: list[dict], run: str) -> Any
 
 
 def _choice_broken(args: argparse.Namespace, reg: Any, run: str) -> str:
-    """Why a pre-registered run's submission is not its plan's pick, or '' (``selection.selection_broken``)."""
+    """Why a pre-registered run's submission is not its plan's pick or round, or '' (``selection.selection_broken``)."""
     from ..search.selection import selection_broken
 
     if args.dev_only:
         return ""  # dev items only: no test look to protect
     if args.top > 1:
         return f"--top {args.top} submits programs the plan's rule did not choose"
+    planned = reg.plan_event["payload"].get("round")
+    if getattr(args, "round", 1) != planned:
+        return f"--round {getattr(args, 'round', 1)} is not the plan's round {planned}"
     return selection_broken(run, int(reg.plan_event["payload"].get("top_k") or 1))
 
 
@@ -118,15 +121,19 @@ def _report_looks(arena: Any, board: str, registrations: Any) -> None:
     looks = test_looks_by_plan(arena.ledger.events())
     looks = looks[(looks.board == board) & looks.plan.isin(plans)]
     if len(looks):
-        print("test looks per plan and random seed (a plan has one per seed):")
-        print(looks[["plan", "random_seed", "looks", "names"]].to_string(index=False))
+        print("test looks per plan and random seed (a plan, and its family, has one per seed; 'after': after the "
+              "entry; 'foreign': other authors' looks at other programs tagged with the plan, not counted):")
+        print(looks[["plan", "random_seed", "looks", "after", "foreign", "family_looks", "names"]].to_string(index=False))
 
 
 def _submit_run(args: argparse.Namespace, arena: Any, run: str, reg: Any, secret: bytes | None) -> tuple[int, Any]:
     """One run's picks prepared (and submitted unless --dev-only); (exit status, the first entry's name)."""
     from ..search.submit import prepare, run_origin, submit
 
-    origin, author = run_origin(run), "cachecraft-search"
+    from ..search.preregister import DEFAULT_AUTHOR
+
+    origin = run_origin(run)  # a pre-registered run's entry is its plan's author's (claim_verdict checks it)
+    author = str((reg.plan_event["payload"].get("author") if reg and reg.plan_event else None) or DEFAULT_AUTHOR)
     base = args.name if args.name and len(args.run) == 1 else f"search-{origin['seed']}-{origin['random_seed']}"
     status, first = 0, None
     for rank, child in enumerate(_picks(args, arena, author, run), 1):
@@ -194,15 +201,17 @@ def _cmd_search(args: argparse.Namespace) -> int:
     arena = Arena(args.profile, args.root, progress=False)
     board = arena.board(args.board)
     event = None
+    halves = selection.split_dev(arena.items(board, "dev"), args.split_seed)  # public dev items: no child run yet
     if args.preregister:
         plan = preregister.make_plan(args.board, args.profile, seed, seed_path(seed).read_text(), args.generations,
                                      args.population, seeds, not args.linear_only, args.split_seed, args.select_top,
                                      selection.rule_text(args.split_seed, args.select_top), arena.ledger.events(),
-                                     args.round, args.notes or "")
-        event = preregister.record_plan(arena.ledger, plan)  # before any item is loaded or child evaluated
-        print(f"plan recorded in {arena.ledger.path} (event {event['seq']}, plan hash {plan.digest()[:16]}); "
-              f"round {args.round}'s commitment: {plan.round_commitment or 'none yet (drawn after this plan)'}")
-    halves = selection.split_dev(arena.items(board, "dev"), args.split_seed)
+                                     args.round, args.notes or "", author=args.author,
+                                     search_contexts=list(halves.search))
+        event = preregister.record_plan(arena.ledger, plan)  # before any child is evaluated
+        print(f"plan recorded in {arena.ledger.path} (event {event['seq']}, plan hash {plan.digest()}, by "
+              f"{args.author}); round {args.round}'s commitment: "
+              f"{plan.round_commitment or 'none yet (drawn after this plan)'}")
     runs = _searches(args, arena, seed, seeds, list(halves.search), event)
     chosen = dev_only.dev_fitness(args.board, args.profile, root=args.root, gate=0.0,
                                   contexts=list(halves.selection), arena=arena)
@@ -248,6 +257,16 @@ def _searches(args: argparse.Namespace, arena: Any, seed: str, seeds: list[int],
     return [(int(s), Path(r)) for s, r in zip(table.random_seed, table.run, strict=True)]
 
 
+def random_seed(text: str) -> int:
+    """``--random-seed(s)``: an int with 0 <= N < 2**31 (the ledger refuses others)."""
+    from ..arena.scoring.plan_looks import SEED_LIMIT
+
+    value = int(text)
+    if not 0 <= value < SEED_LIMIT:
+        raise argparse.ArgumentTypeError(f"a random seed is 0 <= N < 2**31, got {text}")
+    return value
+
+
 def add_search_verb(verb: Callable[[str, Callable, str], argparse.ArgumentParser]) -> argparse.ArgumentParser:
     """Add ``search`` (the board search) through ``cli.arena``'s ``verb``."""
     from ..search.selection import SPLIT_SEED, TOP_K
@@ -259,8 +278,9 @@ def add_search_verb(verb: Callable[[str, Callable, str], argparse.ArgumentParser
     p.add_argument("--seed", dest="seed_alias", default=None, help="deprecated alias of --seed-program (warns)")
     p.add_argument("--generations", type=int, default=5, help="generations after the seed's (default 5)")
     p.add_argument("--population", type=int, default=6, help="children per generation, scored in one batched pass")
-    p.add_argument("--random-seed", type=int, default=0, help="the run's random seed: the run is deterministic for it")
-    p.add_argument("--random-seeds", type=int, nargs="+", metavar="N",
+    p.add_argument("--random-seed", type=random_seed, default=0,
+                   help="the run's random seed (0 <= N < 2**31): the run is deterministic for it")
+    p.add_argument("--random-seeds", type=random_seed, nargs="+", metavar="N",
                    help="several runs, one per seed, into <out>/<board>_<seed program>_<N> with a seeds.csv; with "
                         "--ray side by side (one worker each), else one after another sharing the prefills")
     p.add_argument("--linear-only", action="store_true", help="only the linear-scorer edits (no structural operators)")
@@ -275,6 +295,9 @@ def add_search_verb(verb: Callable[[str, Callable, str], argparse.ArgumentParser
                    help=f"the submission is the best on the selection half among the run's top K by search-half "
                         f"fitness (default {TOP_K})")
     p.add_argument("--notes", help="free text recorded with the plan (why these sizes)")
+    p.add_argument("--author", default="cachecraft-search",
+                   help="who registers the plan (default cachecraft-search): `submit-search` enters the run's "
+                        "program under this author, and a claim of the plan by anyone else fails")
     p.add_argument("--out", help="run folder (default <root>/search_runs/<board>_<seed program>_<random seed>); with "
                                  "--random-seeds or --ray, the folder of the runs (default <root>/search_runs)")
     return p
@@ -294,7 +317,8 @@ def add_submit_search_verb(verb: Callable[[str, Callable, str], argparse.Argumen
                    help="submit the run's K best distinct programs (best first), as many as the author's rate "
                         "limit allows now (5 per 24 hours); each entry's origin names its child and rank")
     p.add_argument("--out", help="where to write the submission folder (default <root>/search_submissions/<run>)")
-    p.add_argument("--round", type=int, default=1, help="the round whose test items score the entries")
+    p.add_argument("--round", type=int, default=1, help="the round whose test items score the entries (a "
+                                                         "pre-registered run: its plan's round, else refused)")
     p.add_argument("--dev-only", action="store_true", help="write the folder and score it on dev items; submit nothing")
     p.add_argument("--no-judge", action="store_true", help="skip the rule judge's review after the submission")
     p.add_argument("--allow-weak-sandbox", action="store_true",

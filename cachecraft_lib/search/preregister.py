@@ -7,8 +7,10 @@ seed, the round and the round's commitment when one exists (``None``: its secret
 the plan's own hash. Each run folder then keeps ``plan.json`` (the event's hash, seq and time) and
 ``run_info.txt``'s ``started=`` (written just before the run's first evaluation).
 
-``claim_verdict`` checks a recorded entry's claim afterwards and states its plan's test looks (``Arena.submit``
-tags each look with the entry's plan and random seed): more than one per seed fails the claim.
+The plan also records who registered it (``author``, ``author_key``: the entries claiming it must be that
+author's) and, when given, the SHA-256 of the search half's context ids (``search_contexts_sha256``, compared
+with the run's ``fitness_contexts.txt``). ``claim_verdict`` and ``verify_claim`` (``search.claims``) check a
+recorded entry's claim afterwards, against the ledger and against its run folder.
 
 ``check_registration`` is what ``arena submit-search`` asks before it touches a secret: the run's plan event is
 in the ledger, unaltered, names this run's board, seed program, sizes and random seed, and precedes the run's
@@ -29,6 +31,8 @@ from .mutator import STRUCTURAL_TAG
 
 PLAN_FILE = "plan.json"
 PREREGISTERED, EXPLORATORY = "preregistered", "exploratory"
+DEFAULT_AUTHOR = "cachecraft-search"  # who `arena search` registers and `submit-search` submits as
+CONTEXTS_FILE = "fitness_contexts.txt"  # the run's search-half context ids, one per line (board_search)
 
 
 class NotPreregistered(ValueError):
@@ -54,6 +58,9 @@ class Plan:
     round_commitment: str | None
     notes: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    author: str = ""
+    author_key: str = ""
+    search_contexts_sha256: str | None = None
 
     def payload(self) -> dict[str, Any]:
         body = asdict(self)
@@ -81,16 +88,30 @@ def plan_hash(payload: dict[str, Any]) -> str:
 
 def make_plan(board: str, profile: str, seed_program: str, seed_source: str, generations: int, population: int,
               random_seeds: list[int], structural: bool, split_seed: int, top_k: int, rule: str,
-              events: list[dict], round_: int = 1, notes: str = "") -> Plan:
-    """The plan, with the round's commitment read from the ledger's ``events`` (None when the round is new)."""
+              events: list[dict], round_: int = 1, notes: str = "", author: str = DEFAULT_AUTHOR,
+              search_contexts: list[str] | None = None) -> Plan:
+    """The plan, with the round's commitment read from the ledger's ``events`` (None when the round is new), its
+    author (the entries claiming it must be theirs) and, given ``search_contexts``, their ids' SHA-256."""
+    from ..arena.scoring.plan_looks import SEED_LIMIT
     from ..arena.scoring.rounds import round_event
+    from ..arena.submissions.identity import author_key
 
     if not random_seeds or len(set(random_seeds)) != len(random_seeds):
         raise ValueError(f"give distinct random seeds, got {random_seeds}")
+    if any(isinstance(s, bool) or not 0 <= int(s) < SEED_LIMIT for s in random_seeds):
+        raise ValueError(f"random seeds must be 0 <= s < 2**31, got {random_seeds}")
+    if not author_key(author):
+        raise ValueError("a plan needs an author (the entries claiming it must be theirs)")
     committed = round_event(events, round_)
     return Plan(board, profile, seed_program, hashlib.sha256(seed_source.encode()).hexdigest(), int(generations),
                 int(population), tuple(int(s) for s in random_seeds), bool(structural), int(split_seed), int(top_k),
-                rule, int(round_), str(committed["commitment"]) if committed else None, notes)
+                rule, int(round_), str(committed["commitment"]) if committed else None, notes, {}, author,
+                author_key(author), None if search_contexts is None else contexts_sha256(search_contexts))
+
+
+def contexts_sha256(context_ids: list[str]) -> str:
+    """SHA-256 of a set of context ids (sorted, one per line): the search half a plan fixes."""
+    return hashlib.sha256("\n".join(sorted(set(map(str, context_ids)))).encode()).hexdigest()
 
 
 def record_plan(ledger: Any, plan: Plan) -> dict:
@@ -146,6 +167,18 @@ def _matches_run(plan: dict, info: dict[str, str]) -> list[str]:
     return bad
 
 
+def _contexts_differ(plan: dict, run: Path) -> list[str]:
+    """The run's search-half contexts against the plan's ``search_contexts_sha256`` (when the plan fixed them)."""
+    wanted = plan.get("search_contexts_sha256")
+    if not wanted:
+        return []
+    try:
+        found = contexts_sha256((run / CONTEXTS_FILE).read_text().split())
+    except OSError:
+        return [f"the run has no {CONTEXTS_FILE} to compare with the plan's search contexts"]
+    return [] if found == wanted else [f"its search contexts ({CONTEXTS_FILE}) are not the plan's"]
+
+
 def round_claim_broken(events: list[dict], plan_event: dict) -> str:
     """Why the plan's statement about its round is false, or ''. A plan says the round's commitment it was made
     under (None: the secret did not exist yet); a ``round`` event for that round earlier in the ledger with another
@@ -185,7 +218,7 @@ def _registered(events: list[dict], run: Path, run_id: str | None) -> dict:
     if plan_hash(plan) != plan.get("plan_hash"):
         raise NotPreregistered("the plan event's content does not match its plan hash")
     info = load_run(run).info
-    bad = _matches_run(plan, info)
+    bad = _matches_run(plan, info) + _contexts_differ(plan, run)
     if bad:
         raise NotPreregistered("the run differs from its plan: " + "; ".join(bad))
     started = info.get("started")
@@ -203,68 +236,5 @@ def _registered(events: list[dict], run: Path, run_id: str | None) -> dict:
     return event
 
 
-@dataclass(frozen=True)
-class Claim:
-    """A submission's pre-registration claim checked against the ledger (``claim_verdict``). ``looks``: test looks
-    of its plan and random seed up to and including its own (a plan has one per seed; ledgers written before
-    looks carried the plan show 0); ``plan_looks``: every look of the plan, all seeds, the whole ledger."""
-
-    holds: bool
-    looks: int
-    plan_looks: int
-    reason: str = ""
-
-
-def plan_looks(events: list[dict], prefix: str, random_seed: int | None = None, before: int | None = None) -> int:
-    """How many ``test_look`` events carry the plan ``prefix`` (and ``random_seed`` when given), among the
-    events before seq ``before`` (all when None)."""
-    return sum(1 for e in events[:before] if e.get("kind") == "test_look"
-               and (e.get("payload") or {}).get("plan") == prefix
-               and (random_seed is None or (e.get("payload") or {}).get("random_seed") == random_seed))
-
-
-def claim_holds(events: list[dict], entry: dict) -> bool:
-    """Does a ``submission`` event's claim to be pre-registered hold against the ledger (``claim_verdict``)?"""
-    return claim_verdict(events, entry).holds
-
-
-def claim_verdict(events: list[dict], entry: dict) -> Claim:
-    """A ``submission`` event's claim to be pre-registered, checked (anyone can write ``registration:
-    preregistered`` into a metadata.yaml): a ``plan`` event earlier in the ledger whose hash starts with the
-    origin's ``plan``, for the entry's board, seed program and random seed, whose statement about its round's
-    commitment is true (``round_claim_broken``); no earlier entry claiming the same plan and random seed; and at
-    most one test look of that plan and seed up to this entry (a second look, even refused or crashed, is a
-    second chance on the test items). The verdict states the looks either way."""
-    origin = (entry.get("payload") or {}).get("origin") or {}
-    prefix = str(origin.get("plan") or "")
-    seq = entry.get("seq", len(events))
-    looks = plan_looks(events, prefix, origin.get("random_seed"), seq) if prefix else 0
-    total = plan_looks(events, prefix) if prefix else 0
-
-    def verdict(reason: str = "") -> Claim:
-        return Claim(not reason, looks, total, reason)
-
-    if origin.get("registration") != PREREGISTERED or len(prefix) != 16:
-        return verdict("the entry does not claim a plan (registration preregistered, a 16-digit plan)")
-    before = events[:seq]
-    if any(_same_claim(e, prefix, origin) for e in before):
-        return verdict("an earlier entry claims the same plan and random seed: this is another look")
-    if looks > 1:
-        return verdict(f"{looks} test looks of plan {prefix} and random seed {origin.get('random_seed')} up to this "
-                       "entry: a plan has one per seed")
-    for e in before:
-        plan = e.get("payload") or {}
-        if (e.get("kind") == "plan" and str(plan.get("plan_hash", "")).startswith(prefix)
-                and plan_hash(plan) == plan.get("plan_hash") and plan.get("board") == entry["payload"].get("board")
-                and plan.get("seed_program") == origin.get("seed")
-                and origin.get("random_seed") in (plan.get("random_seeds") or [])
-                and not round_claim_broken(events, e)):
-            return verdict()
-    return verdict("no earlier, unaltered plan for this board, seed program and random seed whose round claim holds")
-
-
-def _same_claim(event: dict, prefix: str, origin: dict) -> bool:
-    """An earlier submission claiming the same plan and random seed."""
-    other = (event.get("payload") or {}).get("origin") or {}
-    return (event.get("kind") == "submission" and other.get("registration") == PREREGISTERED
-            and str(other.get("plan") or "") == prefix and other.get("random_seed") == origin.get("random_seed"))
+# The claim's checks live in search/claims.py (the count of looks they share with the site: arena/scoring/plan_looks)
+from .claims import Claim, claim_holds, claim_verdict, verify_claim  # noqa: E402,F401

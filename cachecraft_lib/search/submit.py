@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,6 +52,21 @@ def run_origin(run_folder: str | Path) -> dict[str, Any]:
     return {"kind": "search", "run_id": f"{Path(run_folder).name}-{digest}", "seed": seed,
             "random_seed": int(info.get("random_seed", -1)), "iterations": int(info.get("iterations", -1)),
             "mutator": info.get("mutator", "?")}
+
+
+def child_program_name(child_id: str) -> str:
+    """The file name a chosen child's code is converted from (``method.py``'s first line names it): from the
+    child's id alone, so the entry's method.py can be recomputed from the run (``claims.verify_claim``)."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", str(child_id))[:80] + ".py"
+
+
+def converted_method(code: str, child_id: str) -> bytes:
+    """The ``method.py`` bytes ``prepare`` submits for a child's ``code`` (their SHA-256 is the entry's
+    ``code_sha256``)."""
+    with tempfile.TemporaryDirectory(prefix="cachecraft-convert-") as tmp:
+        program = Path(tmp) / child_program_name(child_id)
+        program.write_text(code)
+        return program_to_submission(program, Path(tmp) / "folder", "converted", boards=("A",)).code
 
 
 def best_id(run_folder: str | Path) -> str | None:
@@ -185,16 +202,17 @@ def prepare(run_folder: str | Path, out_dir: str | Path, board: str, arena: Any,
         origin = {**origin, "child_id": child[0], **({"rank": int(rank)} if rank else {})}
     if registration is not None:
         origin["registration"] = registration.label
-        if registration.plan_event is not None:
+        if registration.plan_event is not None:  # the full hash names it; the 16 digits are for reading
             origin["plan"] = str(registration.plan_event["payload"]["plan_hash"])[:16]
+            origin["plan_hash"] = str(registration.plan_event["payload"]["plan_hash"])
     name = name or f"search-{origin['seed']}-{origin['random_seed']}"
     out = Path(out_dir)
-    program = find_program(run_folder)
-    if child is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        program = out.parent / f"{out.name}.program.py"
-        program.write_text(child[1])
-    program_to_submission(program, out, name, author=author, boards=(board,))
+    with tempfile.TemporaryDirectory(prefix="cachecraft-child-") as tmp:
+        program = find_program(run_folder)
+        if child is not None:  # named by its id alone: converted_method recomputes the same method.py
+            program = Path(tmp) / child_program_name(child[0])
+            program.write_text(child[1])
+        program_to_submission(program, out, name, author=author, boards=(board,))
     meta = yaml.safe_load((out / METADATA_FILE).read_text())
     meta["origin"] = origin
     (out / METADATA_FILE).write_text(yaml.safe_dump(meta, sort_keys=False))

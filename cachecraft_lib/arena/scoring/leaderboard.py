@@ -22,10 +22,10 @@ which, per entry: "paired", "overlap" or both). ``rank`` is the order of the poi
 
 ``test_looks`` counts, per board and author, the ``test_look`` events: every evaluation of any program on a
 round's test items (``Arena.run_test``), scored, refused or crashed alike. ``test_looks_by_plan`` counts them per
-pre-registered plan and random seed (a search entry's look carries its origin's ``plan``; an author who spreads
-looks over several names still shows them under the plan); a plan recorded in the ledger shows each of its
-seeds, with 0 looks when nothing was submitted; looks without a plan (baselines, hand-made entries, ledgers
-written before looks carried it) are under ``NO_PLAN``.
+pre-registered plan and random seed as the plan's claim counts them (``plan_looks``: every look at the entry's
+program whatever its tag or author, the plan author's tagged looks, others' tagged looks apart, looks after the
+entry apart, and the plan's family); a plan recorded in the ledger shows each of its seeds, with 0 looks when
+nothing was submitted; looks no plan holds (baselines, hand-made entries) are under ``NO_PLAN``.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ COLUMNS = ["board", "rank", "rank_range", "shares_rank_with", "rank_basis", "nam
 PAIRED, OVERLAP = "paired difference over test units", "overlap of overall intervals"
 UnitsOf = Callable[[str, str], "pd.DataFrame | None"]  # (board, name) -> that entry's per-unit test values
 JUDGED = ("novelty", "effectiveness", "soundness", "judge")
-NO_PLAN = "no plan"
+NO_PLAN = "no plan"  # plan_looks.NO_PLAN
 PLAN_PREFIX = 16  # a plan is named by its hash's first 16 hex digits, as an entry's origin names it
 
 
@@ -100,31 +100,12 @@ def test_looks(events: Iterable[dict]) -> pd.DataFrame:
 
 
 def test_looks_by_plan(events: Iterable[dict]) -> pd.DataFrame:
-    """Per (board, plan, random seed): the ``test_look`` events carrying that plan (``looks``) and the authors and
-    names they came under; each recorded plan's seeds are listed, 0 looks where none happened. A pre-registered
-    plan should have exactly one look per seed."""
-    events = list(events)
-    rows = []
-    for e in events:
-        data = payload(e)
-        if e.get("kind") == "test_look":
-            rows.append({"board": data.get("board"), "plan": str(data.get("plan") or NO_PLAN),
-                         "random_seed": data.get("random_seed") if data.get("plan") else None, "looks": 1,
-                         "authors": str(data.get("author")), "names": str(data.get("name"))})
-        elif e.get("kind") == "plan":
-            rows += [{"board": data.get("board"), "plan": str(data.get("plan_hash", ""))[:PLAN_PREFIX],
-                      "random_seed": seed, "looks": 0, "authors": None, "names": None}
-                     for seed in data.get("random_seeds") or []]
-    columns = ["board", "plan", "random_seed", "looks", "authors", "names"]
-    table = pd.DataFrame(rows, columns=columns)
-    table["random_seed"] = table.random_seed.astype("Int64")
+    """Per (board, plan, random seed): the test looks of each recorded plan and seed, counted as its claim
+    counts them (``plan_looks.looks_table``: the same ``count_looks``), with its family; tagged looks naming no
+    recorded plan; the rest under ``NO_PLAN``. A pre-registered plan (and its family) has one look per seed."""
+    from .plan_looks import looks_table
 
-    def joined(values: pd.Series) -> str:
-        return ", ".join(dict.fromkeys(v for v in values if v is not None))
-
-    out = table.groupby(["board", "plan", "random_seed"], dropna=False, sort=False, as_index=False).agg(
-        looks=("looks", "sum"), authors=("authors", joined), names=("names", joined))
-    return out.sort_values(["board", "plan", "random_seed"], kind="stable").reset_index(drop=True)[columns]
+    return looks_table(events)
 
 
 def reviews(events: Iterable[dict]) -> pd.DataFrame:

@@ -133,24 +133,48 @@ def board_page(check: LedgerStatus, data: SiteData, name: str) -> str:
 
 
 def plan_looks_section(events: list[dict], board: str) -> str:
-    """Test looks per pre-registered plan and random seed (``leaderboard.test_looks_by_plan``), where the board
-    has a plan or a look that names one: a plan should show exactly one look per seed; the looks without a plan
-    (baselines, hand-made entries, older ledgers) are one row."""
+    """Test looks per pre-registered plan and random seed, counted as the plan's claim counts them
+    (``leaderboard.test_looks_by_plan``), where the board has a plan or a look that names one: a plan, and its
+    family (board, seed program, random seed), should show exactly one look per seed; looks after the entry and
+    other authors' looks tagged with the plan are shown apart; the looks no plan holds are one row."""
     looks = leaderboard.test_looks_by_plan(events)
     looks = looks[looks.board == board]
     if (looks.plan == leaderboard.NO_PLAN).all():
         return ""
-    rows = [[f"<code>{esc(r.plan)}</code>", "-" if pd.isna(r.random_seed) else esc(int(r.random_seed)),
-             esc(r.looks) + _looks_note(r.plan, r.looks), esc(r.authors), esc(r.names)] for r in looks.itertuples()]
-    return "<h2>Test looks per plan</h2>" + table(["plan", "random seed", "evaluations on the test items", "authors",
-                                                   "entries"], rows, "plan-looks")
+    rows = [[f"<code>{esc(r.plan)}</code>", esc(r.family), "-" if pd.isna(r.random_seed) else esc(int(r.random_seed)),
+             esc(r.looks) + _looks_note(r), esc(r.after) + (" <small>(after the entry)</small>" if r.after else ""),
+             esc(r.foreign) + (" <small>(other authors, other programs: not counted)</small>" if r.foreign else ""),
+             esc(r.authors), esc(r.names), esc(r.note)] for r in looks.itertuples()]
+    return "<h2>Test looks per plan</h2>" + table(
+        ["plan", "family", "random seed", "evaluations on the test items (up to the entry)", "after the entry",
+         "tagged by others", "authors", "entries", "note"], rows, "plan-looks")
 
 
-def _looks_note(plan: str, looks: int) -> str:
-    if plan == leaderboard.NO_PLAN or looks == 1:
+def _looks_note(r: Any) -> str:
+    if r.plan == leaderboard.NO_PLAN:
         return ""
-    return (' <span class="flag">MORE THAN ONE LOOK: a plan has one per seed</span>' if looks > 1 else
-            " <small>(not submitted, or recorded before looks named their plan)</small>")
+    if r.looks > 1:
+        return ' <span class="flag">MORE THAN ONE LOOK: a plan has one per seed</span>'
+    if r.family and r.family_looks > 1:
+        return (f' <span class="flag">MORE THAN ONE LOOK IN ITS FAMILY ({int(r.family_looks)}): plans differing only '
+                "in notes or split seed are one chance per seed</span>")
+    return " <small>(not submitted, or recorded before looks named their plan)</small>" if r.looks == 0 else ""
+
+
+def claim_text(events: list[dict], entry: dict | None) -> str:
+    """A search entry's pre-registration as a referee should read it: the claim's verdict
+    (``search.claims.claim_verdict``: against the ledger, not its run), not the bare label of its origin."""
+    from ...search.claims import claim_verdict
+
+    origin = leaderboard.payload(entry or {}).get("origin")
+    if not isinstance(origin, dict) or not origin.get("registration"):
+        return ""
+    if origin.get("registration") != "preregistered":
+        return f"<p>Registration: <strong>{esc(origin.get('registration'))}</strong> (no confirmatory evidence).</p>"
+    verdict = claim_verdict(events, entry)
+    state = "holds" if verdict.holds else '<span class="flag">FAILS</span>'
+    return (f"<p>Pre-registration claim: <strong>{state}</strong>: {esc(verdict.reason)} ({esc(verdict.looks)} "
+            f"counted test look(s), {esc(verdict.family_looks)} in earlier plans of its family).</p>")
 
 
 def _kv(payload: dict[str, Any]) -> str:
@@ -175,6 +199,7 @@ def entry_page(check: LedgerStatus, data: SiteData, row: pd.Series) -> str:
     events = data.entry_events(row.board, row["name"])
     scored = [leaderboard.payload(e) for e in events if e.get("kind") in leaderboard.SCORED]
     latest = scored[-1] if scored else {}
+    claim = claim_text(data.events, next((e for e in reversed(events) if e.get("kind") == "submission"), None))
     texts = data.texts.get(latest.get("code_sha256"))
     if row.kind == "baseline":
         description = "<p>A baseline shipped with the arena (cachecraft_lib/methods/registry.py).</p>"
@@ -192,7 +217,7 @@ def entry_page(check: LedgerStatus, data: SiteData, row: pd.Series) -> str:
     body = (f"<h1>{esc(row['name'])} <small>on board <a href=\"../boards/{esc(row.board)}.html\">{esc(row.board)}"
             f"</a></small></h1>" + (f'<p class="flag">FLAGGED: {esc(flags)}</p>' if flags else "") +
             f"<p>by {esc(row.author)}; overall {num(row.overall)} [{num(row.lo)}, {num(row.hi)}]; rank "
-            f"{rank_text(row)}; points {num(row.points, 1)}</p>"
+            f"{rank_text(row)}; points {num(row.points, 1)}</p>{claim}"
             f"<h2>DESCRIPTION.md</h2>{description}<h2>Dev report (public dev items)</h2>{dev}"
             f"<h2>Test report (hidden test items, from the ledger)</h2>{_kv(latest) if latest else ''}"
             f"<h2>Ledger events</h2>{events_table(events)}")

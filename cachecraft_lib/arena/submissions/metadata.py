@@ -35,9 +35,11 @@ BOARD_RE = re.compile(r"^[A-Za-z0-9_]{1,32}$")
 # Characters an author may not hold: controls, bidi embeddings, overrides and isolates (they reorder what follows)
 BIDI_OR_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 ORIGIN_KEYS = {"kind": str, "run_id": str, "seed": str, "random_seed": int, "iterations": int, "mutator": str,
-               "child_id": str, "rank": int, "registration": str, "plan": str}
-# child_id, rank: which of the run's best programs (`--top K`); registration ("preregistered" or "exploratory") and
-# plan (the plan's hash, 16 hex digits): the run's pre-registration (search/preregister.py)
+               "child_id": str, "rank": int, "registration": str, "plan": str, "plan_hash": str}
+# child_id, rank: which of the run's best programs (`--top K`); registration ("preregistered" or "exploratory"),
+# plan (the plan's hash, 16 hex digits, for reading) and plan_hash (all 64, what claims match): the run's
+# pre-registration (search/preregister.py)
+BOUNDED = {"random_seed": 2 ** 31}  # 0 <= random_seed < 2**31, else dropped (a huge one crashed the site)
 
 
 def _refuse(message: str) -> SubmissionError:
@@ -169,11 +171,12 @@ def metadata_author(folder: str | Path) -> str:
 def metadata_origin(folder: str | Path) -> dict | None:
     """Where the entry came from, if ``metadata.yaml`` says (``origin:`` with ``kind: search``, ``run_id``,
     ``seed``, ``random_seed``, ``iterations``, ``mutator``, and with ``--top`` ``child_id`` and ``rank``; written by
-    ``cachecraft arena submit-search``): the ledger records it beside the entry. Read leniently: unknown keys and
-    values of the wrong type are dropped."""
+    ``cachecraft arena submit-search``): the ledger records it beside the entry. Read leniently: unknown keys,
+    values of the wrong type and a random_seed outside 0 <= s < 2**31 are dropped."""
     origin = _lenient(folder).get("origin")
     if not isinstance(origin, dict):
         return None
     kept = {k: (origin[k][:200] if kind is str else origin[k]) for k, kind in ORIGIN_KEYS.items()
-            if isinstance(origin.get(k), kind) and not isinstance(origin.get(k), bool)}
+            if isinstance(origin.get(k), kind) and not isinstance(origin.get(k), bool)
+            and (k not in BOUNDED or 0 <= origin[k] < BOUNDED[k])}
     return kept or None

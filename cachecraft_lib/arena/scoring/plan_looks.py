@@ -1,0 +1,260 @@
+"""Test looks counted against a pre-registered plan and random seed: the one count the claim and the site share.
+
+Why one function: a referee reads a search entry's claim (``search.claims.claim_verdict``) and the board page's
+table of looks per plan (``leaderboard.test_looks_by_plan``); they must agree. ``count_looks`` takes a plan
+event, a random seed and optionally the entry claiming them, and sorts the ``test_look`` events **of the plan's
+board and round** into:
+
+- ``counted``: looks that spend the plan's one chance at the test items: every look at the entry's program
+  (its ``program`` hash, or its normalised digest ``program_ast``: the code without comments and docstrings),
+  whatever its plan tag or author, and every look the plan's author tagged with the plan and seed, up to and
+  including the entry's own. More than one fails the claim.
+- ``after``: the same kinds of look after the entry (shown, labelled, never counted for the entry).
+- ``foreign``: looks another author tagged with the plan and seed, at another program: anyone can copy a public
+  plan hash into a metadata.yaml, so these are listed apart and fail nobody's claim.
+- ``family``: the looks and entries of *earlier* plans of the same family (board, seed program's SHA-256,
+  random seed) for this seed: plans that differ only in notes or split seed are one chance, not several.
+
+A plan is named by its full hash (``plan_hash``) in new origins and looks; older ledgers name it by the first
+16 hex digits (``plan``), still read. Every value comes from a ledger anyone can write a metadata.yaml into, so
+each is parsed leniently (``as_seed``): a bad one is ignored, never a crash.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import pandas as pd
+
+SEED_LIMIT = 2 ** 31  # random seeds are 0 <= s < 2**31 (metadata, plans, the CLI)
+PREFIX = 16  # the digits an older origin or look names its plan by
+HEX = re.compile(r"^[0-9a-f]+$")
+
+
+def payload(event: dict) -> dict:
+    data = event.get("payload", event)
+    return data if isinstance(data, dict) else {}
+
+
+def as_seed(value: object) -> int | None:
+    """A random seed as the ledger may hold it: an int in [0, 2**31), else None (never raises)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < SEED_LIMIT else None
+
+
+def code_digest(code: bytes) -> str | None:
+    """SHA-256 of ``method.py``'s syntax tree without docstrings (``ast.dump``: no comments, layout or line
+    numbers): a program re-entered with a comment or docstring changed is the same look (``plan_looks``).
+    None when the code does not parse."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return None
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and body \
+                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                and isinstance(body[0].value.value, str):
+            node.body = body[1:] or [ast.Pass()]
+    return hashlib.sha256(ast.dump(tree).encode()).hexdigest()
+
+
+def _key(author: object) -> str:
+    from ..submissions.identity import author_key
+
+    return author_key(str(author or "")) if author else ""
+
+
+def author_of(data: dict) -> str:
+    """An event's normalised author (``author_key``, else ``author``)."""
+    return _key(data.get("author_key") or data.get("author"))
+
+
+def is_hash(value: object, lengths: tuple[int, ...] = (PREFIX, 64)) -> bool:
+    return isinstance(value, str) and len(value) in lengths and bool(HEX.match(value))
+
+
+def names_plan(data: dict, plan_hash: str) -> bool:
+    """Does an origin's or look's tag name this plan? Its full ``plan_hash`` exactly when it has one, else its
+    ``plan`` (a full hash exactly, or, in older ledgers, the first 16 digits)."""
+    full = data.get("plan_hash")
+    if full is not None:
+        return is_hash(full, (64,)) and full == plan_hash
+    tag = data.get("plan")
+    return is_hash(tag) and (tag == plan_hash if len(tag) == 64 else plan_hash.startswith(tag))
+
+
+def is_tagged(data: dict) -> bool:
+    return data.get("plan") is not None or data.get("plan_hash") is not None
+
+
+def valid_plans(events: Iterable[dict]) -> list[dict]:
+    """The ``plan`` events whose content matches their hash (an altered plan names nothing)."""
+    return [e for e in events if e.get("kind") == "plan" and is_hash(payload(e).get("plan_hash"), (64,))
+            and _plan_digest(payload(e)) == payload(e)["plan_hash"]]
+
+
+def _plan_digest(body: dict) -> str:
+    text = json.dumps({k: v for k, v in body.items() if k != "plan_hash"}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def family_of(plan: dict) -> str:
+    """The plan's family, without the random seed: board and seed program's SHA-256 (12 digits shown)."""
+    return f"{plan.get('board')}/{str(plan.get('seed_sha256', ''))[:12]}"
+
+
+def _seeds(plan: dict) -> list[int]:
+    seeds = plan.get("random_seeds")
+    return [s for s in (as_seed(v) for v in seeds) if s is not None] if isinstance(seeds, list) else []
+
+
+def claims_plan(event: dict, plan_hash: str, seed: int | None, owner: str = "") -> bool:
+    """A ``submission`` whose origin claims this plan and random seed (by ``owner``, an author key, when given:
+    another author's entry naming a public plan is that author's claim, not the plan's look)."""
+    origin = payload(event).get("origin")
+    return (event.get("kind") == "submission" and isinstance(origin, dict)
+            and origin.get("registration") == "preregistered" and names_plan(origin, plan_hash)
+            and as_seed(origin.get("random_seed")) == seed and (not owner or author_of(payload(event)) == owner))
+
+
+def plan_owner(plan: dict) -> str:
+    """The plan's author key ('' for a plan recorded before plans named their author)."""
+    return _key(plan.get("author_key") or plan.get("author"))
+
+
+@dataclass(frozen=True)
+class LookCount:
+    """A plan and seed's test looks on its board and round (seqs of ``test_look`` events; module doc)."""
+
+    plan_hash: str
+    random_seed: int
+    board: str
+    round: object
+    family: str
+    counted: tuple[int, ...]
+    after: tuple[int, ...]
+    foreign: tuple[int, ...]
+    family_events: tuple[int, ...]
+    tagged_counted: int  # counted looks that carry this plan's tag
+    tags_before: bool  # some look before the entry carries a plan tag (the ledger is from after tags existed)
+    round_before_plan: int  # looks on the plan's board and round recorded before the plan
+    authors: tuple[str, ...]
+    names: tuple[str, ...]
+
+
+def count_looks(events: list[dict], plan_event: dict, seed: int, entry: dict | None = None) -> LookCount:
+    """The looks of ``plan_event``'s board and round, sorted for the plan and random ``seed`` (module doc);
+    ``entry``: the submission claiming them (its program's looks count, whatever their tag)."""
+    plan, full = payload(plan_event), str(payload(plan_event).get("plan_hash"))
+    owner = plan_owner(plan) or (author_of(payload(entry)) if entry else "")
+    body = payload(entry) if entry else {}
+    programs = {p for p in (body.get("code_sha256"), body.get("code_ast")) if isinstance(p, str) and p}
+    stop = entry.get("seq", len(events)) if entry else len(events)
+    counted, after, foreign, authors, names = [], [], [], [], []
+    tagged_counted, tags_before, before_plan = 0, False, 0
+    for e in events:
+        data = payload(e)
+        if e.get("kind") != "test_look":
+            continue
+        seq = e.get("seq", 0)
+        tags_before |= seq < stop and is_tagged(data)
+        if data.get("board") != plan.get("board") or data.get("round") != plan.get("round"):
+            continue
+        before_plan += seq < plan_event.get("seq", 0)
+        tagged = names_plan(data, full) and as_seed(data.get("random_seed")) == seed
+        same = bool(programs & {data.get("program"), data.get("program_ast")} - {None})
+        if not same and not tagged:
+            continue
+        if not same and owner and author_of(data) != owner:
+            foreign.append(seq)
+            continue
+        (counted if seq < stop else after).append(seq)
+        tagged_counted += tagged and seq < stop
+        authors.append(str(data.get("author")))
+        names.append(str(data.get("name")))
+    return LookCount(full, seed, str(plan.get("board")), plan.get("round"), family_of(plan), tuple(counted),
+                     tuple(after), tuple(foreign), _family_events(events, plan_event, seed, stop), tagged_counted,
+                     tags_before, before_plan, tuple(dict.fromkeys(authors)), tuple(dict.fromkeys(names)))
+
+
+def _family_events(events: list[dict], plan_event: dict, seed: int, stop: int) -> tuple[int, ...]:
+    """Looks (by each earlier plan's author) and entries of earlier plans of the family for ``seed``, before
+    ``stop``."""
+    plan = payload(plan_event)
+    earlier = [p for p in valid_plans(events[: plan_event.get("seq", 0)])
+               if payload(p).get("board") == plan.get("board") and seed in _seeds(payload(p))
+               and payload(p).get("seed_sha256") == plan.get("seed_sha256")
+               and payload(p).get("plan_hash") != plan.get("plan_hash")]
+    found = []
+    for p in earlier:
+        full, owner = str(payload(p)["plan_hash"]), plan_owner(payload(p))
+        for e in events[:stop]:
+            data = payload(e)
+            look = (e.get("kind") == "test_look" and names_plan(data, full) and as_seed(data.get("random_seed")) == seed
+                    and (not owner or author_of(data) == owner))
+            if look or claims_plan(e, full, seed, owner):
+                found.append(e.get("seq", 0))
+    return tuple(sorted(set(found)))
+
+
+LOOK_COLUMNS = ["board", "round", "plan", "family", "random_seed", "looks", "after", "foreign", "family_looks",
+                "authors", "names", "note"]
+NO_PLAN = "no plan"
+
+
+def looks_table(events: Iterable[dict]) -> pd.DataFrame:
+    """Per recorded plan and random seed, ``count_looks`` against the entry claiming them (if any): ``looks``
+    up to and including the entry, ``after`` it, ``foreign`` (others' tagged looks at other programs, not
+    counted), ``family_looks`` (every counted look of the family's plans for the seed, this one included; a
+    family has one chance per seed). Then tagged looks naming no recorded plan (``note`` says so) and, per
+    board, the looks no plan row holds (``NO_PLAN``: baselines, hand-made entries)."""
+    events = list(events)
+    rows, held = [], set()
+    plans = valid_plans(events)
+    for p in plans:
+        for seed in _seeds(payload(p)):
+            full = str(payload(p)["plan_hash"])
+            entry = next((e for e in events if claims_plan(e, full, seed, plan_owner(payload(p)))), None)
+            c = count_looks(events, p, seed, entry)
+            held |= set(c.counted + c.after + c.foreign)
+            rows.append({"board": c.board, "round": c.round, "plan": full[:PREFIX], "family": c.family,
+                         "random_seed": seed, "looks": len(c.counted), "after": len(c.after),
+                         "foreign": len(c.foreign), "authors": ", ".join(c.authors), "names": ", ".join(c.names),
+                         "note": "" if entry else "no entry claims it"})
+    known = [str(payload(p)["plan_hash"]) for p in plans]
+    for e in events:
+        data = payload(e)
+        if e.get("kind") != "test_look" or e.get("seq") in held:
+            continue
+        tag = data.get("plan_hash") if data.get("plan_hash") is not None else data.get("plan")
+        named = is_tagged(data) and any(names_plan(data, h) for h in known)
+        seed = as_seed(data.get("random_seed"))
+        rows.append({"board": data.get("board"), "round": data.get("round"),
+                     "plan": str(tag)[:PREFIX] if is_tagged(data) else NO_PLAN, "family": "",
+                     "random_seed": seed if is_tagged(data) else None, "looks": 1, "after": 0, "foreign": 0,
+                     "authors": str(data.get("author")), "names": str(data.get("name")),
+                     "note": "" if not is_tagged(data) else ("outside the plan's board, round or seeds" if named
+                                                              else "names no recorded plan")
+                     + ("; its random seed is not 0 <= s < 2**31" if data.get("random_seed") is not None
+                        and seed is None else "")})
+    return _grouped(pd.DataFrame(rows, columns=[c for c in LOOK_COLUMNS if c != "family_looks"]))
+
+
+def _grouped(table: pd.DataFrame) -> pd.DataFrame:
+    def joined(values: pd.Series) -> str:
+        return ", ".join(dict.fromkeys(v for s in values if s for v in str(s).split(", ")))
+
+    table["random_seed"] = table.random_seed.astype("Int64")
+    keys = ["board", "plan", "random_seed"]
+    out = table.groupby(keys, dropna=False, sort=False, as_index=False).agg(
+        round=("round", "first"), family=("family", "first"), looks=("looks", "sum"), after=("after", "sum"),
+        foreign=("foreign", "sum"), authors=("authors", joined), names=("names", joined), note=("note", joined))
+    family = out.family.where(out.family != "", out.plan)
+    out["family_looks"] = out.looks.groupby([out.board, family, out.random_seed], dropna=False) \
+        .transform("sum")
+    return out.sort_values(keys, kind="stable").reset_index(drop=True)[LOOK_COLUMNS]

@@ -1,0 +1,176 @@
+"""A search entry's claim to be pre-registered, checked against the ledger and, given it, against its run.
+
+Why: ``registration: preregistered`` is a line anyone can write into a metadata.yaml. ``claim_verdict`` checks
+what the ledger can show (red team, issue 49): a plan event earlier in the ledger, unaltered, named by the
+origin (its full hash; older entries by 16 digits, which must name one plan only), for the entry's board, seed
+program, random seed and **round**, whose statement about its round holds, recorded by **the entry's author**;
+no earlier entry of the plan and seed; at most one look at the plan's board and round that counts
+(``arena.scoring.plan_looks.count_looks``: every look at the entry's program whatever its tag or author, and the
+author's looks tagged with the plan and seed, the entry's own included); no earlier plan of the same family
+(board, seed program, random seed) that already had a look or entry for the seed; and, once looks carry plan
+tags, a tagged look of its own. The ledger cannot show that the program is the one the plan's run chose:
+without the run folder the verdict says "claimed, not verified against its run". ``verify_claim`` adds the
+run: its registration (``preregister.check_registration``, the same plan), the selection rule
+(``selection.selection_broken``), the chosen child's id and the SHA-256 of the method.py its code converts to
+(``submit.converted_method``) equal to the entry's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from ..arena.scoring.plan_looks import (LookCount, as_seed, author_of, count_looks, is_hash, names_plan, payload,
+                                        plan_owner, valid_plans)
+
+NOT_VERIFIED = "claimed, not verified against its run"
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A submission's pre-registration claim checked (``claim_verdict``/``verify_claim``). ``looks``: looks that
+    count against it up to and including its own (one is the plan); ``plan_looks``: looks tagged with its plan,
+    every seed, on the plan's board; ``reason``: why it fails, or, when it holds, what it rests on."""
+
+    holds: bool
+    looks: int
+    plan_looks: int
+    reason: str = ""
+    family_looks: int = 0
+    later_looks: int = 0
+    foreign_looks: int = 0
+    round_looks_before_plan: int | None = None
+    verified: bool = False
+    plan_hash: str = ""
+
+
+def _named_plans(events: list[dict], origin: dict) -> list[dict]:
+    return [p for p in valid_plans(events) if names_plan(origin, payload(p)["plan_hash"])]
+
+
+def _plan_broken(events: list[dict], plan_event: dict, entry: dict, origin: dict) -> str:
+    """Why the plan does not vouch for this entry, or ''."""
+    from .preregister import round_claim_broken
+
+    plan, body = payload(plan_event), payload(entry)
+    seed = as_seed(origin.get("random_seed"))
+    if plan.get("board") != body.get("board"):
+        return f"the plan is for board {plan.get('board')}, the entry is on {body.get('board')}"
+    if plan.get("seed_program") != origin.get("seed"):
+        return f"the plan's seed program is {plan.get('seed_program')}, the entry's origin says {origin.get('seed')}"
+    if seed is None or seed not in (plan.get("random_seeds") or []):
+        return f"random seed {origin.get('random_seed')!r} is not one of the plan's {plan.get('random_seeds')}"
+    if body.get("round", 1) != plan.get("round"):
+        return f"the entry was scored on round {body.get('round', 1)}, the plan names round {plan.get('round')}"
+    owner = plan.get("author_key") or plan.get("author")
+    if owner and author_of({"author_key": owner}) != author_of(body):
+        return f"the plan was recorded by {plan.get('author')!r}, the entry is by {body.get('author')!r}"
+    return round_claim_broken(events, plan_event)
+
+
+def claim_verdict(events: list[dict], entry: dict) -> Claim:
+    """The entry's claim checked against the ledger ``events`` (module doc); it states the looks either way."""
+    body = payload(entry)
+    origin = body.get("origin") if isinstance(body.get("origin"), dict) else {}
+    seq = entry.get("seq", len(events))
+    before = events[:seq]
+    fail = Claim(False, 0, 0)
+    tag = origin.get("plan_hash") if origin.get("plan_hash") is not None else origin.get("plan")
+    if origin.get("registration") != "preregistered" or not is_hash(tag):
+        return replace(fail, reason="the entry does not claim a plan (registration preregistered and a plan hash)")
+    named = _named_plans(before, origin)
+    if len(named) != 1:
+        return replace(fail, reason="no earlier, unaltered plan has this hash" if not named else
+                       f"the plan prefix {tag} names {len(named)} plans: ambiguous")
+    plan_event = named[0]
+    full, seed = str(payload(plan_event)["plan_hash"]), as_seed(origin.get("random_seed"))
+    count = count_looks(events, plan_event, seed if seed is not None else -1, entry)
+    plan_looks = sum(1 for e in events if e.get("kind") == "test_look" and names_plan(payload(e), full)
+                     and payload(e).get("board") == payload(plan_event).get("board"))
+    fresh = payload(plan_event).get("round_commitment") is None
+    claim = Claim(False, len(count.counted), plan_looks, "", len(count.family_events), len(count.after),
+                  len(count.foreign), None if fresh else count.round_before_plan, False, full)
+    owner = plan_owner(payload(plan_event)) or author_of(body)
+    broken = _plan_broken(events, plan_event, entry, origin) or _looks_broken(before, full, seed, count, owner)
+    if broken:
+        return replace(claim, reason=broken)
+    return replace(claim, holds=True, reason=_notes(plan_event, count, fresh))
+
+
+def _looks_broken(before: list[dict], full: str, seed: int | None, count: LookCount, owner: str) -> str:
+    from ..arena.scoring.plan_looks import claims_plan
+
+    if any(claims_plan(e, full, seed, owner) for e in before):
+        return "an earlier entry claims the same plan and random seed: this is another look"
+    if len(count.counted) > 1:
+        return (f"{len(count.counted)} test looks at this program or tagged with the plan and random seed {seed} on "
+                f"board {count.board}, round {count.round}, up to this entry (seqs {list(count.counted)}): a plan has "
+                "one per seed")
+    if count.family_events:
+        return (f"an earlier plan of the same family (board, seed program, random seed {seed}) already had a look "
+                f"or entry (seqs {list(count.family_events)}): a plan differing in notes or split seed is no new "
+                "chance")
+    if count.tagged_counted == 0 and count.tags_before:
+        return "the entry's test look carries no plan tag, although the ledger's looks carry them"
+    return ""
+
+
+def _notes(plan_event: dict, count: LookCount, fresh: bool) -> str:
+    notes = [NOT_VERIFIED]
+    if not fresh:
+        notes.append(f"the plan names round {count.round}'s existing commitment: that round had "
+                     f"{count.round_before_plan} test look(s) on board {count.board} before the plan")
+    if not payload(plan_event).get("author"):
+        notes.append("the plan names no author (recorded before plans did)")
+    if not count.tags_before:
+        notes.append("old ledger: its looks carry no plan tag")
+    if count.after:
+        notes.append(f"{len(count.after)} look(s) after the entry (seqs {list(count.after)})")
+    if count.foreign:
+        notes.append(f"{len(count.foreign)} look(s) by other authors at other programs tagged with the plan "
+                     f"(seqs {list(count.foreign)}), not counted")
+    return "; ".join(notes)
+
+
+def claim_holds(events: list[dict], entry: dict) -> bool:
+    """Does a ``submission`` event's claim to be pre-registered hold against the ledger (``claim_verdict``)?"""
+    return claim_verdict(events, entry).holds
+
+
+def verify_claim(events: list[dict], entry: dict, run_folder: str | Path) -> Claim:
+    """``claim_verdict``, then the entry against its run folder (module doc): ``verified`` when all agree."""
+    from . import selection
+    from .candidate_result import candidate_name
+    from .preregister import NotPreregistered, check_registration
+    from .submit import converted_method, run_origin
+
+    claim = claim_verdict(events, entry)
+    if not claim.holds:
+        return claim
+    origin, run = payload(entry)["origin"], Path(run_folder)
+
+    def fails(reason: str) -> Claim:
+        return replace(claim, holds=False, reason=f"against its run {run.name}: {reason}")
+
+    try:
+        run_id = run_origin(run)["run_id"]
+        reg = check_registration(events, run, run_id)
+    except (NotPreregistered, OSError, ValueError) as err:
+        return fails(str(err))
+    if reg.plan_event["payload"]["plan_hash"] != claim.plan_hash:
+        return fails("the run was registered under another plan")
+    if origin.get("run_id") != run_id:
+        return fails(f"the entry names run {origin.get('run_id')!r}, the folder is {run_id!r}")
+    broken = selection.selection_broken(run, int(reg.plan_event["payload"].get("top_k") or 1))
+    if broken:
+        return fails(broken)
+    child_id, code, _ = selection.read_selected(run)
+    if origin.get("child_id") != child_id:
+        return fails(f"the entry names child {origin.get('child_id')!r}, the rule chose {child_id!r}")
+    if child_id.startswith("cand-") and child_id.split("-g")[0] != candidate_name(code):
+        return fails(f"the chosen program's candidate name is {candidate_name(code)}, not {child_id}'s")
+    if hashlib.sha256(converted_method(code, child_id)).hexdigest() != payload(entry).get("code_sha256"):
+        return fails(f"the entry's method.py is not {child_id}'s program converted")
+    notes = claim.reason.replace(NOT_VERIFIED, f"verified against its run {run.name}")
+    return replace(claim, verified=True, reason=notes)
