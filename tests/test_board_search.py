@@ -15,7 +15,7 @@ import pytest
 from cachecraft_lib.arena import arena as arena_module
 from cachecraft_lib.arena.boards import splits
 from cachecraft_lib.arena.scoring.ledger import Ledger
-from cachecraft_lib.search import dev_only
+from cachecraft_lib.search import dev_only, selection
 from cachecraft_lib.search.board_search import board_search
 from cachecraft_lib.search.board_seeds import board_searches
 from cachecraft_lib.search.runlog import load_run
@@ -114,3 +114,12 @@ def test_deterministic(fitness, tmp_path):
     assert best["fitness"] == pytest.approx(gens.best.iloc[-1])
     changes = [json.loads(line)["llm_response"] for line in traces[0].splitlines()]
     assert all(c.startswith("Proposed change: ") for c in changes)
+
+
+def test_the_dev_context_ids_follow_from_the_boards_settings(fitness):
+    """``selection.dev_context_ids`` (no model, nothing drawn) names exactly the dev contexts ``Arena.items``
+    draws: what a reader (and the registration check) compares a run's fitness_contexts.txt and its selection
+    file with, through ``split_dev``."""
+    ids = selection.dev_context_ids(fitness.board)
+    drawn = fitness.items.drop_duplicates("context_id")
+    assert sorted(zip(ids.task, ids.context_id, strict=True)) == sorted(zip(drawn.task, drawn.context_id, strict=True))

@@ -1,9 +1,25 @@
 """The selection half's per-unit dev values (issue 49, item 2): ``select`` writes them for every shortlisted
 child, and the committed file (notebook 08's cpu run, re-scored on the selection half of the dev items)
-reproduces each child's ``selection_fitness`` in the committed shortlist, so a reader can check the choice."""
+reproduces each child's ``selection_fitness`` in the committed shortlist, so a reader can check the choice.
+
+What the committed files are checked against, each without a model (red team r7): the per-unit file's contexts
+are ``split_dev`` of the board's dev context ids (``selection.dev_context_ids``, from the board's public
+settings) by the plan's split seed, selection half, less the excluded task; the shortlist's ``chosen`` is the
+rule's pick (highest selection-half score, ties to the smaller program digest, which ``board_search`` writes as
+the child id's ``cand-<digest>`` prefix); the ledger's pre-registered entries are those chosen children; the
+committed programs (figures/samples/08_search_arena_programs/) are their code (digest) and convert to the
+``method.py`` whose SHA-256 the ledger's submission records.
+
+What they cannot catch: a per-unit value changed inside a task with another changed to keep the task mean (and
+so ``selection_fitness``) unchanged. The committed data hold no second record of the per-unit values: this run's
+selected.json predates the files' digests. A run selected since records ``shortlist_sha256`` and
+``selection_units_sha256`` in selected.json (tested below); once submit-search carries them into the ledger's
+origin, the committed file can be checked against the ledger byte for byte.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from types import SimpleNamespace
@@ -11,13 +27,19 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
+from cachecraft_lib.arena.boards.boards import load_board
+from cachecraft_lib.arena.submissions.from_program import program_to_submission
 from cachecraft_lib.search import selection
+from cachecraft_lib.search.candidate_result import candidate_name
 from cachecraft_lib.search.seeds import seed_path
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "figures" / "samples"
 UNITS = SAMPLES / "08_search_arena_selection.csv.gz"
 SHORTLISTS = SAMPLES / "08_search_arena_shortlists.csv"
+LEDGER = SAMPLES / "08_search_arena_ledger.jsonl"
+PROGRAMS = SAMPLES / "08_search_arena_programs"
+EXCLUDED_TASK = "vt"  # its selection-half contexts are left out of the file (the full cache's floor)
 
 
 def _committed() -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -50,6 +72,112 @@ def test_a_changed_row_of_the_selection_units_is_caught():
         child = f"{changed.random_seed[i]}/{changed.child_id[i]}"
         assert selection.units_disagree(shortlist, changed) == [child]
     assert selection.units_disagree(shortlist, units.drop(index=units.index[units.child_id == units.child_id[0]]))
+
+
+def _ledger() -> list[dict]:
+    return [json.loads(line) for line in LEDGER.read_text().splitlines()]
+
+
+def _plan() -> dict:
+    return next(e["payload"] for e in _ledger() if e["kind"] == "plan")
+
+
+def _entries() -> dict[int, dict]:
+    """The ledger's pre-registered search entries by random seed."""
+    return {e["payload"]["origin"]["random_seed"]: e["payload"] for e in _ledger() if e["kind"] == "submission"
+            and (e["payload"].get("origin") or {}).get("registration") == "preregistered"}
+
+
+def half_problems(units: pd.DataFrame) -> list[str]:
+    """Where the per-unit file's contexts are not the plan's selection half (less the excluded task)."""
+    plan = _plan()
+    board = load_board(plan["profile"], plan["board"])
+    halves = selection.split_dev(selection.dev_context_ids(board), plan["split_seed"])
+    expected = {c for c in halves.selection if f"/{EXCLUDED_TASK}/" not in c}
+    problems = [f"seed {s} child {c}: contexts are not the selection half" for (s, c), ids in
+                units.groupby(["random_seed", "child_id"]).context_id if set(ids) != expected or len(ids) != len(expected)]
+    if set(units.context_id) & set(halves.search):
+        problems.append("search-half contexts in the selection file")
+    if any(f"/{t}/" not in c for t, c in zip(units.task, units.context_id, strict=True)):
+        problems.append("a row's task is not its context's")
+    return problems
+
+
+def rule_pick(rows: pd.DataFrame) -> str:
+    """``selection.choose`` on a shortlist: the highest selection-half score, ties to the smaller program digest
+    (``candidate_name(code)``, the ``cand-<digest>`` prefix of the child id ``board_search`` writes)."""
+    best = rows[rows.selection_fitness == rows.selection_fitness.max()]
+    return min(zip(best.child_id.str.rsplit("-", n=1).str[0], best.child_id, strict=True))[1]
+
+
+def choice_problems(shortlist: pd.DataFrame) -> list[str]:
+    """Seeds whose ``chosen`` row is not the rule's pick, and ledger entries that are not the chosen child."""
+    entries = _entries()
+    problems = []
+    for seed, rows in shortlist.groupby("random_seed"):
+        chosen = list(rows[rows.chosen].child_id)
+        if chosen != [rule_pick(rows)]:
+            problems.append(f"seed {seed}: chosen {chosen}, the rule picks {rule_pick(rows)}")
+        if seed not in entries or [entries[seed]["origin"]["child_id"]] != chosen:
+            problems.append(f"seed {seed}: the ledger's entry is not the chosen child")
+    if set(entries) != set(shortlist.random_seed):
+        problems.append(f"ledger seeds {sorted(entries)} != shortlist seeds {sorted(set(shortlist.random_seed))}")
+    return problems
+
+
+def test_the_committed_selection_units_are_the_plans_selection_half():
+    _, units = _committed()
+    assert half_problems(units) == []
+
+
+def test_the_shortlists_chosen_children_are_the_rules_picks_and_the_ledgers_entries():
+    shortlist, _ = _committed()
+    assert choice_problems(shortlist) == []
+    assert (shortlist.groupby("random_seed").selection_fitness.apply(lambda f: (f == f.max()).sum()) > 1).all()  # ties
+
+
+def _search_half_ids(units: pd.DataFrame) -> pd.DataFrame:
+    """r7's wrong file: the same rows labelled with the search half's contexts of the same tasks."""
+    plan = _plan()
+    halves = selection.split_dev(selection.dev_context_ids(load_board(plan["profile"], plan["board"])),
+                                 plan["split_seed"])
+    mapping = {}
+    for task in units.task.unique():
+        mine = sorted(c for c in set(units.context_id) if f"/{task}/" in c)
+        other = sorted(c for c in halves.search if f"/{task}/" in c)
+        mapping.update(zip(mine, other[: len(mine)], strict=True))
+    return units.assign(context_id=units.context_id.map(mapping))
+
+
+def _chosen_moved(shortlist: pd.DataFrame) -> pd.DataFrame:
+    """r7's wrong shortlist: ``chosen`` moved to another child tied at the top, in every seed."""
+    moved = shortlist.copy()
+    for _, rows in shortlist.groupby("random_seed"):
+        tied = rows[(rows.selection_fitness == rows.selection_fitness.max()) & ~rows.chosen]
+        moved.loc[rows.index, "chosen"] = rows.index == tied.index[0]
+    return moved
+
+
+def test_wrong_committed_files_are_caught():
+    shortlist, units = _committed()
+    assert half_problems(_search_half_ids(units))  # means unchanged: units_disagree alone passed it
+    assert selection.units_disagree(shortlist, _search_half_ids(units)) == []
+    assert half_problems(units[units.task != "qa_1"])  # a task dropped
+    assert len(choice_problems(_chosen_moved(shortlist))) == 2 * shortlist.random_seed.nunique()
+
+
+@pytest.mark.parametrize("random_seed", [0, 1])
+def test_the_committed_programs_are_the_ledgers_entries(tmp_path, random_seed):
+    """The chosen child's code: its digest is the child id's, and converted as submit-search converted it at the
+    time (the program file named ``search-<seed>.program.py`` after notebook 08's folder ``search-<seed>``: the
+    name is method.py's first line) it is the method.py whose SHA-256 the ledger's entry records."""
+    entry = _entries()[random_seed]
+    code = (PROGRAMS / f"seed{random_seed}.py").read_text()
+    assert candidate_name(code) == entry["origin"]["child_id"].rsplit("-", 1)[0]
+    program = tmp_path / f"search-{random_seed}.program.py"
+    program.write_text(code)
+    sub = program_to_submission(program, tmp_path / "folder", entry["name"], boards=(entry["board"],))
+    assert sub.code_sha256 == hashlib.sha256(sub.code).hexdigest() == entry["code_sha256"]
 
 
 def _run(folder: Path) -> Path:
@@ -92,3 +220,6 @@ def test_select_writes_every_shortlisted_childs_per_unit_selection_values(tmp_pa
     shortlist = pd.read_csv(run / selection.SELECTED / "shortlist.csv", dtype={"child_id": str}).assign(random_seed=5)
     assert selection.units_disagree(shortlist, written) == [] and picked.child_id == "c"
     assert selection.unit_means(written)[(5, "c")] == pytest.approx((0.8 + 0.6) / 2)  # task means, then their mean
+    info = json.loads((run / selection.SELECTED / "selected.json").read_text())  # the files' digests, as written
+    for key, name in [("shortlist_sha256", "shortlist.csv"), ("selection_units_sha256", selection.UNITS_FILE)]:
+        assert info[key] == hashlib.sha256((run / selection.SELECTED / name).read_bytes()).hexdigest()

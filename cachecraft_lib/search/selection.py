@@ -19,6 +19,7 @@ child_id, context_id, task, overall, random_seed), so a reader recomputes each `
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 from collections.abc import Mapping
@@ -76,6 +77,16 @@ def split_dev(items: pd.DataFrame, seed: int = SPLIT_SEED) -> DevHalves:
         search += ordered[0::2]
         selection += ordered[1::2]
     return DevHalves(tuple(search), tuple(selection), seed)
+
+
+def dev_context_ids(board: Any) -> pd.DataFrame:
+    """A board's dev contexts (task, context_id) from its public settings alone, without a model or any item
+    drawn: ``items.board_items`` names them ``<length>/<task>/<i>``, i below the board's dev items per task
+    (offline RULER generates exactly that many; from the hub, a task with fewer rows in its dev half has fewer).
+    ``split_dev`` of these is what a run's ``fitness_contexts.txt`` (search half) and ``selection_units.csv``
+    (selection half) hold, so a reader checks both without running anything."""
+    return pd.DataFrame([{"task": t, "context_id": f"{length}/{t}/{i}"} for length in board.lengths
+                         for t in board.tasks for i in range(board.items["dev"])], columns=["task", "context_id"])
 
 
 def choose(candidates: list[tuple[str, str]], selection_scores: Mapping[str, float | None]) -> str:
@@ -160,21 +171,30 @@ def _search_fitness(run_folder: str | Path) -> dict[str, float]:
 
 def write_selected(run_folder: str | Path, selected: Selected) -> Path:
     """``<run>/selected/``: ``program.py``, ``shortlist.csv``, ``selected.json`` (id and estimate) and, when
-    known, ``selection_units.csv`` (``UNITS_FILE``)."""
+    known, ``selection_units.csv`` (``UNITS_FILE``). ``selected.json`` also holds the SHA-256 of the shortlist
+    and per-unit files as written (``shortlist_sha256``, ``selection_units_sha256``): carried into a
+    submission's origin, they bind the per-unit values to the ledger, where a value changed inside a task
+    (its mean kept) would otherwise go unseen."""
     folder = Path(run_folder) / SELECTED
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "program.py").write_text(selected.code)
     selected.shortlist.to_csv(folder / "shortlist.csv", index=False)
+    report = selected.report or {}
+    info: dict[str, Any] = {"child_id": selected.child_id, "selection_fitness": selected.estimate,
+                            "shortlist_sha256": _sha256(folder / "shortlist.csv")}
     if selected.units is not None:
         selected.units.to_csv(folder / UNITS_FILE, index=False)
-    report = selected.report or {}
-    info: dict[str, Any] = {"child_id": selected.child_id, "selection_fitness": selected.estimate}
+        info["selection_units_sha256"] = _sha256(folder / UNITS_FILE)
     if report.get("gain") is not None:
         gain = report["gain"]
         info["selection_gain"] = {"over": report.get("best_baseline"), "point": gain.point, "lo": gain.lo,
                                   "hi": gain.hi}
     (folder / "selected.json").write_text(json.dumps(info, indent=1, default=float) + "\n")
     return folder
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def read_selected(run_folder: str | Path) -> tuple[str, str, dict] | None:
