@@ -290,3 +290,15 @@ def test_a_claim_made_through_the_real_arena_submit(tmp_path):
     assert mine.holds and mine.looks == 1 and NOT_VERIFIED in mine.reason, mine.reason
     look = [e["payload"] for e in arena.ledger.events() if e["kind"] == "test_look"][-1]
     assert look["plan_hash"] == plan["payload"]["plan_hash"] and len(look["program_ast"]) == 64
+
+
+def test_two_seeds_of_one_plan_may_choose_the_same_program(tmp_path):
+    ledger = Ledger(tmp_path / "ledger.jsonl")
+    plan = _plan(ledger)
+    first = _enter(ledger, OWNER, "H_same", _origin(plan, 0))
+    second = _enter(ledger, OWNER, "H_same", _origin(plan, 1))  # both runs chose one program: one look per seed
+    events = ledger.events()
+    assert claim_verdict(events, first).holds and claim_verdict(events, second).holds
+    assert claim_verdict(events, second).looks == 1
+    third = _enter(ledger, "bob", "H_same", None)  # anyone else's look at it still counts (after the entries)
+    assert claim_verdict(ledger.events(), second).later_looks == 1 and third

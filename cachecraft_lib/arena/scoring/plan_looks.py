@@ -7,7 +7,8 @@ board and round** into:
 
 - ``counted``: looks that spend the plan's one chance at the test items: every look at the entry's program
   (its ``program`` hash, or its normalised digest ``program_ast``: the code without comments and docstrings),
-  whatever its plan tag or author, and every look the plan's author tagged with the plan and seed, up to and
+  whatever its plan tag or author (except the plan author's look for another of the plan's seeds, which may
+  have chosen the same program), and every look the plan's author tagged with the plan and seed, up to and
   including the entry's own. More than one fails the claim.
 - ``after``: the same kinds of look after the entry (shown, labelled, never counted for the entry).
 - ``foreign``: looks another author tagged with the plan and seed, at another program: anyone can copy a public
@@ -168,8 +169,8 @@ def count_looks(events: list[dict], plan_event: dict, seed: int, entry: dict | N
         before_plan += seq < plan_event.get("seq", 0)
         tagged = names_plan(data, full) and as_seed(data.get("random_seed")) == seed
         same = bool(programs & {data.get("program"), data.get("program_ast")} - {None})
-        if not same and not tagged:
-            continue
+        if not same and not tagged or same and not tagged and _other_seed(data, full, seed, owner):
+            continue  # another seed's own look of this plan (two seeds may choose one program) is that seed's
         if not same and owner and author_of(data) != owner:
             foreign.append(seq)
             continue
@@ -180,6 +181,12 @@ def count_looks(events: list[dict], plan_event: dict, seed: int, entry: dict | N
     return LookCount(full, seed, str(plan.get("board")), plan.get("round"), family_of(plan), tuple(counted),
                      tuple(after), tuple(foreign), _family_events(events, plan_event, seed, stop), tagged_counted,
                      tags_before, before_plan, tuple(dict.fromkeys(authors)), tuple(dict.fromkeys(names)))
+
+
+def _other_seed(data: dict, full: str, seed: int, owner: str) -> bool:
+    """A look by the plan's author tagged with this plan and another of its random seeds."""
+    other = as_seed(data.get("random_seed"))
+    return names_plan(data, full) and other is not None and other != seed and (not owner or author_of(data) == owner)
 
 
 def _family_events(events: list[dict], plan_event: dict, seed: int, stop: int) -> tuple[int, ...]:
