@@ -302,3 +302,20 @@ def test_two_seeds_of_one_plan_may_choose_the_same_program(tmp_path):
     assert claim_verdict(events, second).looks == 1
     third = _enter(ledger, "bob", "H_same", None)  # anyone else's look at it still counts (after the entries)
     assert claim_verdict(ledger.events(), second).later_looks == 1 and third
+
+
+def test_submit_search_prints_the_claim_checked_against_its_run(tmp_path, capsys):
+    from types import SimpleNamespace
+
+    from cachecraft_lib.cli.arena_search import print_claim
+
+    ledger = Ledger(tmp_path / "arena" / "ledger.jsonl")
+    plan = _plan(ledger)
+    run, sha = _selected_run(tmp_path, ledger, plan)
+    origin = _origin(plan, run_id=run_origin(run)["run_id"], child_id="c")
+    _enter(ledger, OWNER, sha, origin)
+    assert print_claim(SimpleNamespace(ledger=ledger), "A", sha, str(run))
+    assert f"claim of {sha}: holds: verified against its run" in capsys.readouterr().out
+    _enter(ledger, OWNER, "f" * 64, {**origin, "random_seed": 1})  # another program than the run's pick
+    assert not print_claim(SimpleNamespace(ledger=ledger), "A", "f" * 64, str(run))
+    assert "FAILS" in capsys.readouterr().out

@@ -128,9 +128,8 @@ def _report_looks(arena: Any, board: str, registrations: Any) -> None:
 
 def _submit_run(args: argparse.Namespace, arena: Any, run: str, reg: Any, secret: bytes | None) -> tuple[int, Any]:
     """One run's picks prepared (and submitted unless --dev-only); (exit status, the first entry's name)."""
-    from ..search.submit import prepare, run_origin, submit
-
     from ..search.preregister import DEFAULT_AUTHOR
+    from ..search.submit import prepare, run_origin, submit
 
     origin = run_origin(run)  # a pre-registered run's entry is its plan's author's (claim_verdict checks it)
     author = str((reg.plan_event["payload"].get("author") if reg and reg.plan_event else None) or DEFAULT_AUTHOR)
@@ -157,7 +156,21 @@ def _submit_run(args: argparse.Namespace, arena: Any, run: str, reg: Any, secret
             continue
         first = first or entry["name"]
         _print_entry(entry, args.board, prepared.review)
+        if reg is not None and reg.plan_event is not None:
+            print_claim(arena, args.board, entry["name"], run)
     return status, first
+
+
+def print_claim(arena: Any, board: str, name: str, run: str) -> bool:
+    """The new entry's pre-registration claim checked against the ledger and its run (``verify_claim``)."""
+    from ..search.preregister import verify_claim
+
+    events = arena.ledger.events()
+    entry = next(e for e in reversed(events) if e["kind"] == "submission"
+                 and e["payload"].get("name") == name and e["payload"].get("board") == board)
+    verdict = verify_claim(events, entry, run)
+    print(f"pre-registration claim of {name}: {'holds' if verdict.verified else 'FAILS'}: {verdict.reason}")
+    return verdict.verified
 
 
 def _report_pool(arena: Any, board: str, names: dict[str, str | None]) -> None:

@@ -21,8 +21,17 @@ import hashlib
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..arena.scoring.plan_looks import (LookCount, as_seed, author_of, count_looks, is_hash, names_plan, payload,
-                                        plan_owner, valid_plans)
+from ..arena.scoring.plan_looks import (
+    LookCount,
+    as_seed,
+    author_of,
+    count_looks,
+    is_hash,
+    names_plan,
+    payload,
+    plan_owner,
+    valid_plans,
+)
 
 NOT_VERIFIED = "claimed, not verified against its run"
 
