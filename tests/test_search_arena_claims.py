@@ -319,3 +319,16 @@ def test_submit_search_prints_the_claim_checked_against_its_run(tmp_path, capsys
     _enter(ledger, OWNER, "f" * 64, {**origin, "random_seed": 1})  # another program than the run's pick
     assert not print_claim(SimpleNamespace(ledger=ledger), "A", "f" * 64, str(run))
     assert "FAILS" in capsys.readouterr().out
+
+
+def test_a_comment_added_to_the_seed_program_makes_no_new_family(tmp_path):
+    ledger = Ledger(tmp_path / "ledger.jsonl")
+    first = _plan(ledger)
+    _enter(ledger, OWNER, "H_first", _origin(first))
+    tweaked = _plan(ledger, seed_source=seed_path("v1").read_text() + "\n# a new family?\n")
+    assert tweaked["payload"]["seed_sha256"] != first["payload"]["seed_sha256"]
+    entry = _enter(ledger, OWNER, "H_second", _origin(tweaked))
+    verdict = claim_verdict(ledger.events(), entry)
+    assert not verdict.holds and verdict.family_looks == 2 and "same family" in verdict.reason  # its look, entry
+    table = leaderboard.test_looks_by_plan(ledger.events())
+    assert table[table.random_seed == 0].family.nunique() == 1

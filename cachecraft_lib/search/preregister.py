@@ -61,6 +61,7 @@ class Plan:
     author: str = ""
     author_key: str = ""
     search_contexts_sha256: str | None = None
+    seed_ast: str | None = None  # the seed program's normalised digest: a comment added to it is no new family
 
     def payload(self) -> dict[str, Any]:
         body = asdict(self)
@@ -92,7 +93,7 @@ def make_plan(board: str, profile: str, seed_program: str, seed_source: str, gen
               search_contexts: list[str] | None = None) -> Plan:
     """The plan, with the round's commitment read from the ledger's ``events`` (None when the round is new), its
     author (the entries claiming it must be theirs) and, given ``search_contexts``, their ids' SHA-256."""
-    from ..arena.scoring.plan_looks import SEED_LIMIT
+    from ..arena.scoring.plan_looks import SEED_LIMIT, code_digest
     from ..arena.scoring.rounds import round_event
     from ..arena.submissions.identity import author_key
 
@@ -106,7 +107,8 @@ def make_plan(board: str, profile: str, seed_program: str, seed_source: str, gen
     return Plan(board, profile, seed_program, hashlib.sha256(seed_source.encode()).hexdigest(), int(generations),
                 int(population), tuple(int(s) for s in random_seeds), bool(structural), int(split_seed), int(top_k),
                 rule, int(round_), str(committed["commitment"]) if committed else None, notes, {}, author,
-                author_key(author), None if search_contexts is None else contexts_sha256(search_contexts))
+                author_key(author), None if search_contexts is None else contexts_sha256(search_contexts),
+                code_digest(seed_source.encode()))
 
 
 def contexts_sha256(context_ids: list[str]) -> str:

@@ -13,8 +13,9 @@ board and round** into:
 - ``after``: the same kinds of look after the entry (shown, labelled, never counted for the entry).
 - ``foreign``: looks another author tagged with the plan and seed, at another program: anyone can copy a public
   plan hash into a metadata.yaml, so these are listed apart and fail nobody's claim.
-- ``family``: the looks and entries of *earlier* plans of the same family (board, seed program's SHA-256,
-  random seed) for this seed: plans that differ only in notes or split seed are one chance, not several.
+- ``family``: the looks and entries of *earlier* plans of the same family (board, seed program: its SHA-256
+  or its normalised digest, random seed) for this seed: plans that differ only in notes, split seed or a
+  comment in the seed program are one chance, not several.
 
 A plan is named by its full hash (``plan_hash``) in new origins and looks; older ledgers name it by the first
 16 hex digits (``plan``), still read. Every value comes from a ledger anyone can write a metadata.yaml into, so
@@ -105,8 +106,16 @@ def _plan_digest(body: dict) -> str:
 
 
 def family_of(plan: dict) -> str:
-    """The plan's family, without the random seed: board and seed program's SHA-256 (12 digits shown)."""
-    return f"{plan.get('board')}/{str(plan.get('seed_sha256', ''))[:12]}"
+    """The plan's family, without the random seed: board and seed program (its normalised digest where the plan
+    records one, else its SHA-256; 12 digits shown)."""
+    return f"{plan.get('board')}/{str(plan.get('seed_ast') or plan.get('seed_sha256', ''))[:12]}"
+
+
+def same_seed_program(a: dict, b: dict) -> bool:
+    """Two plans start from one seed program: the same SHA-256, or the same normalised digest (comments and
+    docstrings aside)."""
+    return a.get("seed_sha256") == b.get("seed_sha256") or bool(a.get("seed_ast")) and a.get("seed_ast") == b.get(
+        "seed_ast")
 
 
 def _seeds(plan: dict) -> list[int]:
@@ -195,7 +204,7 @@ def _family_events(events: list[dict], plan_event: dict, seed: int, stop: int) -
     plan = payload(plan_event)
     earlier = [p for p in valid_plans(events[: plan_event.get("seq", 0)])
                if payload(p).get("board") == plan.get("board") and seed in _seeds(payload(p))
-               and payload(p).get("seed_sha256") == plan.get("seed_sha256")
+               and same_seed_program(payload(p), plan)
                and payload(p).get("plan_hash") != plan.get("plan_hash")]
     found = []
     for p in earlier:
