@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
-from cachecraft_lib.report.notebooks import list_notebooks, run_notebook
+from notebook_pairs import SmokeRun, run_pair
 
 SUBMISSION = Path(__file__).parent / "assets" / "arena_boards" / "snap_nopool"
 
@@ -19,14 +18,12 @@ TABLES = (".csv", ".md", ".tex", ".gz")
 
 @pytest.fixture(scope="module")
 def two_runs(tmp_path_factory):
-    """Notebook 07 run twice in fresh folders: (records, figures folder) of each."""
-    book, runs = list_notebooks(["07"])[0], []
-    for run in ("one", "two"):
-        root = tmp_path_factory.mktemp(run)
-        records = run_notebook(book, "smoke", out_dir=root, figures=root / "f",
-                               parameters={"ROOT": str(root / "arena"), "SUBMISSION": str(SUBMISSION)}).records
-        runs.append((records, root / "f"))
-    return runs
+    """Notebook 07 run twice in fresh folders, at the same time (``notebook_pairs``): (records, figures folder)
+    of each."""
+    roots = [tmp_path_factory.mktemp(run) for run in ("one", "two")]
+    pair = run_pair("07", tuple(SmokeRun(root, {"ROOT": str(root / "arena"), "SUBMISSION": str(SUBMISSION)})
+                                for root in roots))
+    return [(run.records, root / "f") for run, root in zip(pair, roots, strict=True)]
 
 
 @pytest.mark.slow

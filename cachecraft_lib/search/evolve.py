@@ -19,6 +19,7 @@ import asyncio
 import os
 import shutil
 import signal
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -106,6 +107,16 @@ def build_config(iterations: int, mutator: str = "offline", seed: int = 42, adve
     cfg.llm.models = [model]
     cfg.llm.evaluator_models = []
     return cfg
+
+
+def with_stage_samples(profile: Profile, stage_samples: tuple[int, int] | None) -> Profile:
+    """The profile with its search's samples per task at stage 1 and stage 2 replaced (None: unchanged). Notebook
+    05's smoke test takes 2 at stage 1: with one per task every child of the seed scores its S1 (each task's one
+    sample is kept by all or by none), so S1 cannot rank programs."""
+    if stage_samples is None:
+        return profile
+    first, second = (int(n) for n in stage_samples)
+    return replace(profile, extras={**profile.extras, "search_stage_samples": (first, second)})
 
 
 def search_seeds(profile: Profile, n: int | None = None) -> list[int]:
