@@ -16,10 +16,11 @@ from test_search_preregister import _Fitness, _run
 
 from cachecraft_lib.arena.arena import look_origin
 from cachecraft_lib.arena.scoring import leaderboard
+from cachecraft_lib.arena.scoring.claims import NOT_VERIFIED, claim_verdict
 from cachecraft_lib.arena.scoring.ledger import Ledger
 from cachecraft_lib.arena.site.pages import claim_text, plan_looks_section
 from cachecraft_lib.search import preregister, selection
-from cachecraft_lib.search.claims import NOT_VERIFIED, claim_verdict, verify_claim
+from cachecraft_lib.search.preregister import verify_claim
 from cachecraft_lib.search.seeds import seed_path
 from cachecraft_lib.search.submit import converted_method, run_origin
 
@@ -142,7 +143,7 @@ def test_the_normalised_digest_ignores_comments_and_docstrings():
 
 
 def test_the_entry_must_be_on_the_plans_round_and_submit_search_refuses_another_round(tmp_path, capsys):
-    from cachecraft_lib.cli.arena_search import _registration
+    from cachecraft_lib.cli.arena_submit_search import _registration
 
     ledger = Ledger(tmp_path / "arena" / "ledger.jsonl")
     ledger.append("round", {"round": 2, "commitment": "d00d" * 16, "salt": "s"})
@@ -307,7 +308,7 @@ def test_two_seeds_of_one_plan_may_choose_the_same_program(tmp_path):
 def test_submit_search_prints_the_claim_checked_against_its_run(tmp_path, capsys):
     from types import SimpleNamespace
 
-    from cachecraft_lib.cli.arena_search import print_claim
+    from cachecraft_lib.cli.arena_submit_search import print_claim
 
     ledger = Ledger(tmp_path / "arena" / "ledger.jsonl")
     plan = _plan(ledger)

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from cachecraft_lib.arena.arena import look_origin
 from cachecraft_lib.arena.scoring import leaderboard
+from cachecraft_lib.arena.scoring.claims import NOT_VERIFIED
 from cachecraft_lib.arena.scoring.ledger import Ledger
 from cachecraft_lib.arena.site.pages import plan_looks_section
 from cachecraft_lib.search import preregister, selection
-from cachecraft_lib.search.claims import NOT_VERIFIED
 from cachecraft_lib.search.seeds import seed_path
 
 

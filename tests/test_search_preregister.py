@@ -106,7 +106,7 @@ def test_the_plan_names_the_round_commitment_when_the_round_exists():
 
 def test_submit_search_refuses_before_reading_any_secret(tmp_path, monkeypatch, capsys):
     from cachecraft_lib.arena.boards import splits
-    from cachecraft_lib.cli.arena_search import _cmd_submit_search
+    from cachecraft_lib.cli.arena_submit_search import _cmd_submit_search
 
     def secret_read(*_a, **_k):
         raise AssertionError("the secret was read for a run that must be refused")
@@ -251,7 +251,7 @@ def test_a_ledger_event_cannot_be_backdated(tmp_path):
 def test_a_preregistered_run_submits_only_the_program_its_rule_chose(tmp_path, edit, capsys):
     from argparse import Namespace
 
-    from cachecraft_lib.cli.arena_search import _registration
+    from cachecraft_lib.cli.arena_submit_search import _registration
 
     ledger, event = _registered(tmp_path, top_k=3)
     run = _run(tmp_path / "run")

@@ -116,7 +116,7 @@ def test_top_children_best_first_distinct_valid(tmp_path):
 
 def test_the_rate_limit_caps_how_many_of_the_top_are_submitted(tmp_path, capsys):
     from cachecraft_lib.arena.scoring.ledger import RATE_LIMIT, Ledger
-    from cachecraft_lib.cli.arena_search import _picks
+    from cachecraft_lib.cli.arena_submit_search import _picks
 
     ledger = Ledger(tmp_path / "ledger.jsonl")
     for i in range(RATE_LIMIT - 2):
@@ -131,7 +131,7 @@ def test_the_rate_limit_caps_how_many_of_the_top_are_submitted(tmp_path, capsys)
 
 
 def test_the_selection_half_choice_is_what_is_submitted(tmp_path):
-    from cachecraft_lib.cli.arena_search import _picks
+    from cachecraft_lib.cli.arena_submit_search import _picks
     from cachecraft_lib.search import selection
 
     run = _ranked_run(tmp_path)

@@ -320,7 +320,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     from .arena_site import add_site_verb  # `arena site`: the leaderboard as a static web site
 
     add_site_verb(verb)
-    from .arena_search import add_search_verb, add_submit_search_verb  # the board search and its submission
+    from .arena_search import add_search_verb  # the board search
+    from .arena_submit_search import add_submit_search_verb  # and its submission
 
     _ray_options(add_search_verb(verb))
     add_submit_search_verb(verb)

@@ -9,8 +9,8 @@ the plan's own hash. Each run folder then keeps ``plan.json`` (the event's hash,
 
 The plan also records who registered it (``author``, ``author_key``: the entries claiming it must be that
 author's) and, when given, the SHA-256 of the search half's context ids (``search_contexts_sha256``, compared
-with the run's ``fitness_contexts.txt``). ``claim_verdict`` and ``verify_claim`` (``search.claims``) check a
-recorded entry's claim afterwards, against the ledger and against its run folder.
+with the run's ``fitness_contexts.txt``). ``claim_verdict`` (``arena.scoring.claims``) and ``verify_claim`` (below)
+check a recorded entry's claim afterwards, against the ledger and against its run folder.
 
 ``check_registration`` is what ``arena submit-search`` asks before it touches a secret: the run's plan event is
 in the ledger, unaltered, names this run's board, seed program, sizes and random seed, and precedes the run's
@@ -22,11 +22,19 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ..arena.scoring.claims import (  # noqa: F401 (Claim, claim_holds, claim_verdict: re-exported)
+    NOT_VERIFIED,
+    Claim,
+    claim_holds,
+    claim_verdict,
+    round_claim_broken,
+)
+from ..arena.scoring.plan_looks import payload
 from .mutator import STRUCTURAL_TAG
 
 PLAN_FILE = "plan.json"
@@ -181,20 +189,6 @@ def _contexts_differ(plan: dict, run: Path) -> list[str]:
     return [] if found == wanted else [f"its search contexts ({CONTEXTS_FILE}) are not the plan's"]
 
 
-def round_claim_broken(events: list[dict], plan_event: dict) -> str:
-    """Why the plan's statement about its round is false, or ''. A plan says the round's commitment it was made
-    under (None: the secret did not exist yet); a ``round`` event for that round earlier in the ledger with another
-    commitment, or any when it says None, means the plan was recorded after the test items could be known."""
-    plan = plan_event.get("payload") or {}
-    for e in events[: plan_event["seq"]]:
-        data = e.get("payload") or {}
-        if e.get("kind") == "round" and data.get("round") == plan.get("round") \
-                and data.get("commitment") != plan.get("round_commitment"):
-            return (f"the plan (seq {plan_event['seq']}) says round {plan.get('round')}'s commitment was "
-                    f"{plan.get('round_commitment')!r}, but the ledger committed it earlier (seq {e['seq']})")
-    return ""
-
-
 def check_registration(events: list[dict], run_folder: str | Path, run_id: str | None = None,
                        exploratory: bool = False) -> Registration:
     """The run's pre-registration against the (verified) ledger ``events``; ``NotPreregistered`` when it fails
@@ -238,5 +232,40 @@ def _registered(events: list[dict], run: Path, run_id: str | None) -> dict:
     return event
 
 
-# The claim's checks live in search/claims.py (the count of looks they share with the site: arena/scoring/plan_looks)
-from .claims import Claim, claim_holds, claim_verdict, verify_claim  # noqa: E402,F401
+# A claim against its run; the ledger-only checks are arena/scoring/claims.py (their count of looks, shared with
+# the site, arena/scoring/plan_looks.py)
+def verify_claim(events: list[dict], entry: dict, run_folder: str | Path) -> Claim:
+    """``claim_verdict``, then the entry against its run folder (module doc): ``verified`` when all agree."""
+    from . import selection
+    from .candidate_result import candidate_name
+    from .submit import converted_method, run_origin
+
+    claim = claim_verdict(events, entry)
+    if not claim.holds:
+        return claim
+    origin, run = payload(entry)["origin"], Path(run_folder)
+
+    def fails(reason: str) -> Claim:
+        return replace(claim, holds=False, reason=f"against its run {run.name}: {reason}")
+
+    try:
+        run_id = run_origin(run)["run_id"]
+        reg = check_registration(events, run, run_id)
+    except (NotPreregistered, OSError, ValueError) as err:
+        return fails(str(err))
+    if reg.plan_event["payload"]["plan_hash"] != claim.plan_hash:
+        return fails("the run was registered under another plan")
+    if origin.get("run_id") != run_id:
+        return fails(f"the entry names run {origin.get('run_id')!r}, the folder is {run_id!r}")
+    broken = selection.selection_broken(run, int(reg.plan_event["payload"].get("top_k") or 1))
+    if broken:
+        return fails(broken)
+    child_id, code, _ = selection.read_selected(run)
+    if origin.get("child_id") != child_id:
+        return fails(f"the entry names child {origin.get('child_id')!r}, the rule chose {child_id!r}")
+    if child_id.startswith("cand-") and child_id.split("-g")[0] != candidate_name(code):
+        return fails(f"the chosen program's candidate name is {candidate_name(code)}, not {child_id}'s")
+    if hashlib.sha256(converted_method(code, child_id)).hexdigest() != payload(entry).get("code_sha256"):
+        return fails(f"the entry's method.py is not {child_id}'s program converted")
+    notes = claim.reason.replace(NOT_VERIFIED, f"verified against its run {run.name}")
+    return replace(claim, verified=True, reason=notes)

@@ -1,6 +1,6 @@
 """Test looks counted against a pre-registered plan and random seed: the one count the claim and the site share.
 
-Why one function: a referee reads a search entry's claim (``search.claims.claim_verdict``) and the board page's
+Why one function: a referee reads a search entry's claim (``arena.scoring.claims.claim_verdict``) and the board page's
 table of looks per plan (``leaderboard.test_looks_by_plan``); they must agree. ``count_looks`` takes a plan
 event, a random seed and optionally the entry claiming them, and sorts the ``test_look`` events **of the plan's
 board and round** into:

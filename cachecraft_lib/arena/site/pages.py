@@ -163,8 +163,8 @@ def _looks_note(r: Any) -> str:
 
 def claim_text(events: list[dict], entry: dict | None) -> str:
     """A search entry's pre-registration as a referee should read it: the claim's verdict
-    (``search.claims.claim_verdict``: against the ledger, not its run), not the bare label of its origin."""
-    from ...search.claims import claim_verdict
+    (``arena.scoring.claims.claim_verdict``: against the ledger, not its run), not the bare label of its origin."""
+    from ..scoring.claims import claim_verdict
 
     origin = leaderboard.payload(entry or {}).get("origin")
     if not isinstance(origin, dict) or not origin.get("registration"):

@@ -1,4 +1,4 @@
-"""A search entry's claim to be pre-registered, checked against the ledger and, given it, against its run.
+"""A search entry's claim to be pre-registered, checked against the ledger (its run: ``search.preregister.verify_claim``).
 
 Why: ``registration: preregistered`` is a line anyone can write into a metadata.yaml. ``claim_verdict`` checks
 what the ledger can show (red team, issue 49): a plan event earlier in the ledger, unaltered, named by the
@@ -17,14 +17,13 @@ run: its registration (``preregister.check_registration``, the same plan), the s
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, replace
-from pathlib import Path
 
-from ..arena.scoring.plan_looks import (
+from .plan_looks import (
     LookCount,
     as_seed,
     author_of,
+    claims_plan,
     count_looks,
     is_hash,
     names_plan,
@@ -60,8 +59,6 @@ def _named_plans(events: list[dict], origin: dict) -> list[dict]:
 
 def _plan_broken(events: list[dict], plan_event: dict, entry: dict, origin: dict) -> str:
     """Why the plan does not vouch for this entry, or ''."""
-    from .preregister import round_claim_broken
-
     plan, body = payload(plan_event), payload(entry)
     seed = as_seed(origin.get("random_seed"))
     if plan.get("board") != body.get("board"):
@@ -108,8 +105,6 @@ def claim_verdict(events: list[dict], entry: dict) -> Claim:
 
 
 def _looks_broken(before: list[dict], full: str, seed: int | None, count: LookCount, owner: str) -> str:
-    from ..arena.scoring.plan_looks import claims_plan
-
     if any(claims_plan(e, full, seed, owner) for e in before):
         return "an earlier entry claims the same plan and random seed: this is another look"
     if len(count.counted) > 1:
@@ -147,39 +142,15 @@ def claim_holds(events: list[dict], entry: dict) -> bool:
     return claim_verdict(events, entry).holds
 
 
-def verify_claim(events: list[dict], entry: dict, run_folder: str | Path) -> Claim:
-    """``claim_verdict``, then the entry against its run folder (module doc): ``verified`` when all agree."""
-    from . import selection
-    from .candidate_result import candidate_name
-    from .preregister import NotPreregistered, check_registration
-    from .submit import converted_method, run_origin
-
-    claim = claim_verdict(events, entry)
-    if not claim.holds:
-        return claim
-    origin, run = payload(entry)["origin"], Path(run_folder)
-
-    def fails(reason: str) -> Claim:
-        return replace(claim, holds=False, reason=f"against its run {run.name}: {reason}")
-
-    try:
-        run_id = run_origin(run)["run_id"]
-        reg = check_registration(events, run, run_id)
-    except (NotPreregistered, OSError, ValueError) as err:
-        return fails(str(err))
-    if reg.plan_event["payload"]["plan_hash"] != claim.plan_hash:
-        return fails("the run was registered under another plan")
-    if origin.get("run_id") != run_id:
-        return fails(f"the entry names run {origin.get('run_id')!r}, the folder is {run_id!r}")
-    broken = selection.selection_broken(run, int(reg.plan_event["payload"].get("top_k") or 1))
-    if broken:
-        return fails(broken)
-    child_id, code, _ = selection.read_selected(run)
-    if origin.get("child_id") != child_id:
-        return fails(f"the entry names child {origin.get('child_id')!r}, the rule chose {child_id!r}")
-    if child_id.startswith("cand-") and child_id.split("-g")[0] != candidate_name(code):
-        return fails(f"the chosen program's candidate name is {candidate_name(code)}, not {child_id}'s")
-    if hashlib.sha256(converted_method(code, child_id)).hexdigest() != payload(entry).get("code_sha256"):
-        return fails(f"the entry's method.py is not {child_id}'s program converted")
-    notes = claim.reason.replace(NOT_VERIFIED, f"verified against its run {run.name}")
-    return replace(claim, verified=True, reason=notes)
+def round_claim_broken(events: list[dict], plan_event: dict) -> str:
+    """Why the plan's statement about its round is false, or ''. A plan says the round's commitment it was made
+    under (None: the secret did not exist yet); a ``round`` event for that round earlier in the ledger with another
+    commitment, or any when it says None, means the plan was recorded after the test items could be known."""
+    plan = plan_event.get("payload") or {}
+    for e in events[: plan_event["seq"]]:
+        data = e.get("payload") or {}
+        if e.get("kind") == "round" and data.get("round") == plan.get("round") \
+                and data.get("commitment") != plan.get("round_commitment"):
+            return (f"the plan (seq {plan_event['seq']}) says round {plan.get('round')}'s commitment was "
+                    f"{plan.get('round_commitment')!r}, but the ledger committed it earlier (seq {e['seq']})")
+    return ""
