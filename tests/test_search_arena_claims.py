@@ -11,6 +11,7 @@ import json
 from argparse import Namespace
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from test_search_preregister import _Fitness, _run
 
@@ -73,7 +74,36 @@ def _selected_run(tmp_path: Path, ledger: Ledger, plan: dict) -> tuple[Path, str
     return run, hashlib.sha256(converted_method(code, "c")).hexdigest()
 
 
-@pytest.mark.parametrize("case", ["honest", "another child", "another program", "selection edited", "another plan"])
+def _shortlist_rewritten(run: Path) -> None:
+    """The red team's n1: the author raises child a's selection-half score in the shortlist, points the selection
+    at a and writes the digests afresh, so the folder's choice is the rule's on its (edited) shortlist."""
+    folder = run / selection.SELECTED
+    short = pd.read_csv(folder / "shortlist.csv")
+    short.loc[short.child_id == "a", "selection_fitness"] = 0.95
+    short["chosen"] = short.child_id == "a"
+    short.to_csv(folder / "shortlist.csv", index=False)
+    units = pd.DataFrame({"child_id": ["a", "c"], "context_id": ["x", "x"], "task": ["t", "t"],
+                          "overall": [0.1, 0.8], "random_seed": [0, 0]})  # what a and c scored
+    units.to_csv(folder / selection.UNITS_FILE, index=False)
+    info = json.loads((folder / "selected.json").read_text())
+    info.update(child_id="a", selection_fitness=0.95,
+                shortlist_sha256=hashlib.sha256((folder / "shortlist.csv").read_bytes()).hexdigest(),
+                selection_units_sha256=hashlib.sha256((folder / selection.UNITS_FILE).read_bytes()).hexdigest())
+    (folder / "selected.json").write_text(json.dumps(info))
+
+
+def test_a_rewritten_shortlist_is_caught_by_its_per_unit_values(tmp_path):
+    ledger = Ledger(tmp_path / "arena" / "ledger.jsonl")
+    plan = _plan(ledger)
+    run, _ = _selected_run(tmp_path, ledger, plan)
+    _shortlist_rewritten(run)
+    assert "not the means of its per-unit values" in selection.files_disagree(run)
+    (run / selection.SELECTED / "shortlist.csv").write_text("edited after the digest\n")
+    assert "digest" in selection.files_disagree(run)
+
+
+@pytest.mark.parametrize("case", ["honest", "another child", "another program", "selection edited", "another plan",
+                                  "per-unit values disagree"])
 def test_a_claim_is_verified_against_its_run(tmp_path, case):
     ledger = Ledger(tmp_path / "arena" / "ledger.jsonl")
     plan = _plan(ledger)
@@ -84,6 +114,13 @@ def test_a_claim_is_verified_against_its_run(tmp_path, case):
     entry = _enter(ledger, OWNER, "0" * 64 if case == "another program" else sha, origin)
     if case == "selection edited":
         (run / selection.SELECTED / "program.py").write_text(seed_path("v1").read_text() + "# edited\n")
+    if case == "per-unit values disagree":  # c's per-unit values (digest rewritten) do not give its 0.8
+        folder = run / selection.SELECTED
+        pd.DataFrame({"child_id": ["a", "b", "c"], "context_id": "x", "task": "t", "overall": [0.1, 0.6, 0.3],
+                      "random_seed": 0}).to_csv(folder / selection.UNITS_FILE, index=False)
+        info = json.loads((folder / "selected.json").read_text())
+        info["selection_units_sha256"] = hashlib.sha256((folder / selection.UNITS_FILE).read_bytes()).hexdigest()
+        (folder / "selected.json").write_text(json.dumps(info))
     events = ledger.events()
     assert claim_verdict(events, entry).holds and NOT_VERIFIED in claim_verdict(events, entry).reason
     verdict = verify_claim(events, entry, run)

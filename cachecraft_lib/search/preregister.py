@@ -257,7 +257,8 @@ def verify_claim(events: list[dict], entry: dict, run_folder: str | Path) -> Cla
         return fails("the run was registered under another plan")
     if origin.get("run_id") != run_id:
         return fails(f"the entry names run {origin.get('run_id')!r}, the folder is {run_id!r}")
-    broken = selection.selection_broken(run, int(reg.plan_event["payload"].get("top_k") or 1))
+    broken = selection.selection_broken(run, int(reg.plan_event["payload"].get("top_k") or 1)) \
+        or selection.files_disagree(run)
     if broken:
         return fails(broken)
     child_id, code, _ = selection.read_selected(run)

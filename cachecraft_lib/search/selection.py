@@ -206,6 +206,27 @@ def read_selected(run_folder: str | Path) -> tuple[str, str, dict] | None:
     return str(info["child_id"]), (folder / "program.py").read_text(), info
 
 
+def files_disagree(run_folder: str | Path) -> str:
+    """Why the run's selection files do not agree with one another, or '': the digests ``selected.json`` names
+    (``write_selected``) must be those of ``shortlist.csv`` and ``selection_units.csv``, and the shortlist's
+    selection-half scores the means of the per-unit file. Agreement is all the folder can show: a referee who
+    doubts it re-scores the shortlist on the selection half (dev items only, no secret)."""
+    folder = Path(run_folder) / SELECTED
+    info = json.loads((folder / "selected.json").read_text())
+    for key, name in (("shortlist_sha256", "shortlist.csv"), ("selection_units_sha256", UNITS_FILE)):
+        if key in info and (not (folder / name).is_file() or _sha256(folder / name) != info[key]):
+            return f"selected/{name} is not the file whose digest selected.json records ({key})"
+    if not (folder / UNITS_FILE).is_file():
+        return ""
+    units, shortlist = pd.read_csv(folder / UNITS_FILE), pd.read_csv(folder / "shortlist.csv")
+    if units.empty:  # a fitness that gives no per-unit values (tests' stand-ins): nothing to compare
+        return ""
+    seeds = units.random_seed.dropna().unique()
+    shortlist = shortlist.assign(random_seed=seeds[0] if len(seeds) == 1 else None)
+    bad = units_disagree(shortlist, units, tol=1e-9)
+    return f"the shortlist's selection-half scores are not the means of its per-unit values: {bad}" if bad else ""
+
+
 def selection_broken(run_folder: str | Path, top_k: int) -> str:
     """Why ``<run>/selected/`` is not what the rule picks from this run, or ''. The shortlist must be the run's top
     ``top_k`` (from its trace), the chosen id the rule's choice on the shortlist's selection-half scores, and the
