@@ -26,12 +26,12 @@ from types import SimpleNamespace
 
 import pandas as pd
 import pytest
+from test_search_preregister import _run
 
 from cachecraft_lib.arena.boards.boards import load_board
 from cachecraft_lib.arena.submissions.from_program import program_to_submission
 from cachecraft_lib.search import selection
 from cachecraft_lib.search.candidate_result import candidate_name
-from cachecraft_lib.search.seeds import seed_path
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "figures" / "samples"
@@ -180,18 +180,6 @@ def test_the_committed_programs_are_the_ledgers_entries(tmp_path, random_seed):
     assert sub.code_sha256 == hashlib.sha256(sub.code).hexdigest() == entry["code_sha256"]
 
 
-def _run(folder: Path) -> Path:
-    folder.mkdir(parents=True)
-    code = seed_path("v1").read_text()
-    (folder / "run_info.txt").write_text("seed=v1\nrandom_seed=5\n")
-    (folder / "initial_program.py").write_text(code)
-    rows = [{"iteration": i, "parent_id": "seed", "child_id": c, "child_code": code + f"# {c}\n",
-             "child_metrics": {"combined_score": f, "valid": 1.0}, "llm_response": f"Proposed change: {c}\n"}
-            for i, (c, f) in enumerate([("a", 0.9), ("b", 0.5), ("c", 0.7)], 1)]
-    (folder / "evolution_trace.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return folder
-
-
 class _Fitness:
     """A selection-half fitness whose results carry a dev report's per-unit rows, as ``BoardFitness``'s do."""
 
@@ -211,7 +199,7 @@ class _Fitness:
 
 
 def test_select_writes_every_shortlisted_childs_per_unit_selection_values(tmp_path):
-    run = _run(tmp_path / "run")
+    run = _run(tmp_path / "run", random_seed=5)  # the search run of test_search_preregister
     picked = selection.select(run, _Fitness({"a": [0.2, 0.4, 0.1], "c": [0.9, 0.7, 0.6], "b": [0.0, 0.0, 0.0]}),
                               top_k=2)
     written = pd.read_csv(run / selection.SELECTED / selection.UNITS_FILE, dtype={"child_id": str})
