@@ -31,28 +31,39 @@ def fitness(tmp_path_factory):
 
 
 class FirstLoad(Exception):
-    """Raised by the spy at the first item load: what the guard looked like then is all the test needs."""
+    """Raised by the spy at the load it stops at: what the guard looked like up to then is all the test needs."""
+
+
+# Item loads to let through before stopping: the CLI first loads the public dev items to split them into the
+# search and selection halves (the plan records the search half), then records the plan, then builds the fitness.
+LOADS_BEFORE_FITNESS = {"cli": 2, "one run": 1, "several seeds": 1}
 
 
 @pytest.fixture
-def first_load(monkeypatch, tmp_path):
-    """At the process's first item load: is the guard active, are the secret's variables gone, is the secret
-    unreachable, has the plan been recorded? (The spy replaces the items' generator under ``Arena.items``.)"""
-    seen: dict = {}
+def item_loads(monkeypatch, tmp_path):
+    """At each item load: is the guard active, are the secret's variables gone, is the secret unreachable, how
+    many plans are in the ledger? (The spy replaces the items' generator under ``Arena.items`` and raises
+    ``FirstLoad`` at load number ``stop_at[0]``.)"""
+    seen: list[dict] = []
+    stop_at = [1]
 
     def spy(board, split, *args, **kwargs):
-        seen.update(active=dev_only.active(), env=[v for v in dev_only.SECRET_VARS if v in os.environ], split=split,
-                    plans=len(Ledger(tmp_path / "arena" / "ledger.jsonl").events()))
+        state = dict(active=dev_only.active(), env=[v for v in dev_only.SECRET_VARS if v in os.environ],
+                     split=split, plans=len(Ledger(tmp_path / "arena" / "ledger.jsonl").events()))
         try:
             splits.load_secret()
-            seen["secret"] = "read"
+            state["secret"] = "read"
         except dev_only.SecretUnreachable:
-            seen["secret"] = "unreachable"
-        raise FirstLoad
+            state["secret"] = "unreachable"
+        seen.append(state)
+        if len(seen) >= stop_at[0]:
+            raise FirstLoad
+        return real(board, split, *args, **kwargs)
 
+    real = arena_module.board_items
     monkeypatch.setattr(arena_module, "board_items", spy)
     monkeypatch.setenv(splits.SECRET_ENV, secrets.token_hex(32))  # the organiser's secret in the environment
-    yield seen
+    yield seen, stop_at
     for guard in list(dev_only._active):  # the CLI leaves its guard in place for the process: end it here
         dev_only.uninstall(guard)
     assert not dev_only.active() and splits.SECRET_ENV in os.environ  # put back as it was
@@ -64,7 +75,7 @@ def _cli(tmp_path):
     return _cmd_search(SimpleNamespace(
         board="A", profile="smoke", root=str(tmp_path / "arena"), seed_program="v1", seed_alias=None,
         generations=1, population=2, random_seed=0, random_seeds=None, ray=None, linear_only=False, preregister=True,
-        round=1, split_seed=4902, select_top=2, notes=None, out=str(tmp_path / "run")))
+        round=1, split_seed=4902, select_top=2, notes=None, author="cachecraft-search", out=str(tmp_path / "run")))
 
 
 ENTRY_POINTS = {
@@ -76,11 +87,17 @@ ENTRY_POINTS = {
 
 
 @pytest.mark.parametrize("entry", list(ENTRY_POINTS))
-def test_the_guard_is_in_place_before_the_first_item_is_loaded(first_load, tmp_path, entry):
+def test_the_guard_is_in_place_before_the_first_item_is_loaded(item_loads, tmp_path, entry):
+    seen, stop_at = item_loads
+    stop_at[0] = LOADS_BEFORE_FITNESS[entry]
     with pytest.raises(FirstLoad):
         ENTRY_POINTS[entry](tmp_path)
-    assert first_load == {"active": True, "env": [], "split": "dev", "secret": "unreachable",
-                          "plans": 1 if entry == "cli" else 0}  # the CLI's plan is in the ledger before that
+    assert len(seen) == stop_at[0]
+    for state in seen:  # from the first load on, whatever is loaded
+        assert {k: state[k] for k in ("active", "env", "split", "secret")} == {
+            "active": True, "env": [], "split": "dev", "secret": "unreachable"}
+    # the CLI's plan is in the ledger after the dev split (which it records) and before the fitness is built
+    assert [s["plans"] for s in seen] == ([0, 1] if entry == "cli" else [0])
 
 
 def test_the_guard_refuses_the_test_split_and_puts_everything_back(monkeypatch, tmp_path):
