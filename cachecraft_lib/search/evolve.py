@@ -191,6 +191,8 @@ async def _evolve_here(seed: str | Path, iterations: int, out: Path, profile: Pr
 
     settings = settings_for(profile, seed, ratio)
     settings.gate = gate
+    gate_note = ("set by the caller, not the paper's scaling" if gate is not None else
+                 f"paper: {PAPER_GATE} with the seed at {PAPER_SEED_S1}; scaled to this model's seed S1")
     if board:
         settings.extras.update(board=board, profile=profile.name,
                                arena_root=None if arena_root is None else str(Path(arena_root).resolve()))
@@ -208,7 +210,7 @@ async def _evolve_here(seed: str | Path, iterations: int, out: Path, profile: Pr
     shown = mutator if mutator != "offline" else OFFLINE_NAME + (STRUCTURAL_TAG if llm.get("structural") else "")
     (out / "run_info.txt").write_text(
         f"seed={seed}\nmutator={shown}\nadversarial={adversarial}\n"
-        f"gate={gate} (paper: {PAPER_GATE} with the seed at {PAPER_SEED_S1}; scaled to this model's seed S1)\n"
+        f"gate={gate} ({gate_note})\n"
         f"model={settings.model}\nlength={settings.length}\nratio={ratio}\niterations={iterations}\n"
         f"random_seed={random_seed}\nresumed_from={done}\n"
         + (f"fitness=board {board}: arena dev's overall score on its dev items (board_fitness)\n" if board else ""))
