@@ -149,3 +149,29 @@ def test_evolve_boards_evaluator_is_built_behind_the_guard(monkeypatch):
     finally:
         for g in list(dev_only._active):
             dev_only.uninstall(g)
+
+
+def test_board_search_from_python_holds_the_guard_at_every_childs_evaluation(tmp_path):
+    """Red team 2: ``board_search`` called without the guard installed held it only while it built the fitness; a
+    spy fitness records whether the guard is active at each evaluation (the seed's and every child's), and the
+    guard is taken down after the search, on error too."""
+    assert not dev_only.active()
+    seen = []
+
+    def spy(sources, full=True):
+        seen.append(dev_only.active())
+        return _evaluated(SimpleNamespace()).evaluate(sources)
+
+    fitness = SimpleNamespace(items=_items(), gate=0.0, evaluate=spy)
+    board_search("A", "v1", 2, 2, tmp_path / "run", "smoke", fitness=fitness, progress=False)
+    assert len(seen) == 3 and all(seen)  # the seed, then one batch per generation
+    assert not dev_only.active() and splits.SPLIT_GUARDS == []
+
+    def crash(sources, full=True):
+        seen.append(dev_only.active())
+        raise RuntimeError("child crashed")
+
+    with pytest.raises(RuntimeError, match="child crashed"):
+        board_search("A", "v1", 1, 2, tmp_path / "crash", "smoke", progress=False,
+                     fitness=SimpleNamespace(items=_items(), gate=0.0, evaluate=crash))
+    assert seen[-1] and not dev_only.active() and splits.SPLIT_GUARDS == []

@@ -13,7 +13,7 @@ stated change), ``generations.csv`` (best fitness and gate pass rate by generati
 (the dev contexts its fitness used: the search half when the run selects on the other), ``best/`` and, for a
 pre-registered run, ``plan.json``; ``run_info.txt``'s ``started=`` is written before the first evaluation. It
 reads only the dev items: the test split needs the organiser's secret, which the search process never holds
-(``dev_only``: the guard is in place before its fitness loads anything).
+(``dev_only``: the guard is in place before its fitness loads anything and until the search returns).
 """
 
 from __future__ import annotations
@@ -75,16 +75,24 @@ def board_search(board: str, seed: str = "v1", generations: int = 5, population:
     """Run the search; returns the run folder (``out_dir``), whose ``best/best_program.py`` is the best found.
     ``fitness``: built by ``dev_only.dev_fitness`` (the guard in place) unless given; ``plan_event``: the
     ledger's ``plan`` event of a pre-registered run (``preregister``), referenced from ``plan.json``; such a run
-    takes only a fitness ``dev_fitness`` built (``guarded``), for ``board`` (``fitness_refused``)."""
+    takes only a fitness ``dev_fitness`` built (``guarded``), for ``board`` (``fitness_refused``). The dev-only
+    guard is held for the whole search, every child's evaluation included (installed here when none is active,
+    taken down at the end, on error too): a given fitness's evaluation runs behind it as well (red team 2)."""
+    with dev_only():
+        return _search(board, seed, generations, population, Path(out_dir), profile, random_seed, structural, fitness,
+                       progress, plan_event)
+
+
+def _search(board: str, seed: str, generations: int, population: int, out: Path, profile: str, random_seed: int,
+            structural: bool, fitness: BoardFitness | None, progress: bool, plan_event: dict | None) -> Path:
+    """``board_search``'s body, run behind the guard."""
     seed_code = seed_path(seed).read_text()
     if fitness is None:
-        with dev_only():
-            fitness = dev_fitness(board, profile, seed_program=seed_path(seed))
+        fitness = dev_fitness(board, profile, seed_program=seed_path(seed))
     fit = fitness
     problem = fitness_refused(fit, board, plan_event is not None)
     if problem:
         raise ValueError(problem)
-    out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "initial_program.py").write_text(seed_code)
     if plan_event is not None:
