@@ -108,8 +108,9 @@ def test_a_claim_is_verified_against_its_run(tmp_path, case):
     ledger = Ledger(tmp_path / "arena" / "ledger.jsonl")
     plan = _plan(ledger)
     run, sha = _selected_run(tmp_path, ledger, plan)
-    claimed = _plan(ledger, notes="another plan", random_seeds=[5]) if case == "another plan" else plan
-    origin = _origin(claimed, seed=5 if case == "another plan" else 0, run_id=run_origin(run)["run_id"],
+    # another plan of the family may only claim a seed its first plan registered (test_claims_family): seed 1
+    claimed = _plan(ledger, notes="another plan", random_seeds=[1]) if case == "another plan" else plan
+    origin = _origin(claimed, seed=1 if case == "another plan" else 0, run_id=run_origin(run)["run_id"],
                      child_id="a" if case == "another child" else "c")
     entry = _enter(ledger, OWNER, "0" * 64 if case == "another program" else sha, origin)
     if case == "selection edited":
@@ -215,9 +216,11 @@ def test_plans_differing_only_in_notes_or_split_seed_are_one_family(tmp_path):
     seed0 = table[table.random_seed == 0]
     assert seed0.family.nunique() == 1 and set(seed0.family_looks) == {3}
     assert "MORE THAN ONE LOOK IN ITS FAMILY (3)" in plan_looks_section(events, "A")
-    other_seed = _plan(ledger, notes="attempt 3", random_seeds=[7])  # another seed of the family: a fresh chance
-    entry = _enter(ledger, OWNER, "H_7", _origin(other_seed, 7))
+    other_seed = _plan(ledger, notes="attempt 3", random_seeds=[1, 7])  # the first plan's other seed: a fresh chance
+    entry = _enter(ledger, OWNER, "H_seed1", _origin(other_seed, 1))
     assert claim_verdict(ledger.events(), entry).holds
+    entry = _enter(ledger, OWNER, "H_7", _origin(other_seed, 7))  # a seed the first plan did not register: none
+    assert "not registered by the first plan of its family" in claim_verdict(ledger.events(), entry).reason
 
 
 def test_the_full_plan_hash_matches_exactly_and_a_prefix_still_reads(tmp_path):

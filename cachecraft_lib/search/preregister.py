@@ -70,6 +70,7 @@ class Plan:
     author_key: str = ""
     search_contexts_sha256: str | None = None
     seed_ast: str | None = None  # the seed program's normalised digest: a comment added to it is no new family
+    seed_shape: str | None = None  # its names-free digest (code_shape): nor is the seed with names renamed
 
     def payload(self) -> dict[str, Any]:
         body = asdict(self)
@@ -101,7 +102,7 @@ def make_plan(board: str, profile: str, seed_program: str, seed_source: str, gen
               search_contexts: list[str] | None = None) -> Plan:
     """The plan, with the round's commitment read from the ledger's ``events`` (None when the round is new), its
     author (the entries claiming it must be theirs) and, given ``search_contexts``, their ids' SHA-256."""
-    from ..arena.scoring.plan_looks import SEED_LIMIT, code_digest
+    from ..arena.scoring.plan_looks import SEED_LIMIT, code_digest, shape_digest
     from ..arena.scoring.rounds import round_event
     from ..arena.submissions.identity import author_key
 
@@ -116,7 +117,7 @@ def make_plan(board: str, profile: str, seed_program: str, seed_source: str, gen
                 int(population), tuple(int(s) for s in random_seeds), bool(structural), int(split_seed), int(top_k),
                 rule, int(round_), str(committed["commitment"]) if committed else None, notes, {}, author,
                 author_key(author), None if search_contexts is None else contexts_sha256(search_contexts),
-                code_digest(seed_source.encode()))
+                code_digest(seed_source.encode()), shape_digest(seed_source.encode()))
 
 
 def contexts_sha256(context_ids: list[str]) -> str:

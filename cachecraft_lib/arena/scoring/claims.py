@@ -4,7 +4,8 @@ Why: ``registration: preregistered`` is a line anyone can write into a metadata.
 what the ledger can show (red team, issue 49): a plan event earlier in the ledger, unaltered, named by the
 origin (its full hash; older entries by 16 digits, which must name one plan only), for the entry's board, seed
 program, random seed and **round**, whose statement about its round holds, recorded by **the entry's author**;
-no earlier entry of the plan and seed; at most one look at the plan's board and round that counts
+its random seed one the first plan of its family (author, board, seed program, round) registered; no
+earlier entry of the plan and seed; at most one look at the plan's board and round that counts
 (``arena.scoring.plan_looks.count_looks``: every look at the entry's program whatever its tag or author, and the
 author's looks tagged with the plan and seed, the entry's own included); no earlier plan of the same family
 (board, seed program, random seed) that already had a look or entry for the seed; and, once looks carry plan
@@ -25,6 +26,7 @@ from .plan_looks import (
     author_of,
     claims_plan,
     count_looks,
+    first_of_family,
     is_hash,
     names_plan,
     payload,
@@ -98,10 +100,24 @@ def claim_verdict(events: list[dict], entry: dict) -> Claim:
     claim = Claim(False, len(count.counted), plan_looks, "", len(count.family_events), len(count.after),
                   len(count.foreign), None if fresh else count.round_before_plan, False, full)
     owner = plan_owner(payload(plan_event)) or author_of(body)
-    broken = _plan_broken(events, plan_event, entry, origin) or _looks_broken(before, full, seed, count, owner)
+    broken = _plan_broken(events, plan_event, entry, origin) or _family_seed_broken(events, plan_event, seed) \
+        or _looks_broken(before, full, seed, count, owner)
     if broken:
         return replace(claim, reason=broken)
     return replace(claim, holds=True, reason=_notes(plan_event, count, fresh))
+
+
+def _family_seed_broken(events: list[dict], plan_event: dict, seed: int | None) -> str:
+    """Why the claim's random seed is not its family's, or '': the first plan of the same author, board, seed
+    program and round fixed the seeds (``plan_looks.first_of_family``); a later plan of the family adding a
+    seed is another chance at the same test items, not a new plan (second red team: five one-seed plans)."""
+    first = first_of_family(events, plan_event)
+    seeds = payload(first).get("random_seeds") or []
+    if first is plan_event or seed in seeds:
+        return ""
+    return (f"random seed {seed} was not registered by the first plan of its family (author, board, seed program, "
+            f"round: plan {str(payload(first).get('plan_hash'))[:16]} at seq {first.get('seq')}, random seeds "
+            f"{seeds}): a later plan of the family adds no seeds")
 
 
 def _looks_broken(before: list[dict], full: str, seed: int | None, count: LookCount, owner: str) -> str:

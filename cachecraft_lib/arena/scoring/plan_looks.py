@@ -6,7 +6,8 @@ event, a random seed and optionally the entry claiming them, and sorts the ``tes
 board and round** into:
 
 - ``counted``: looks that spend the plan's one chance at the test items: every look at the entry's program
-  (its ``program`` hash, or its normalised digest ``program_ast``: the code without comments and docstrings),
+  (its ``program`` hash, its normalised digest ``program_ast``: the code without comments and docstrings, or
+  its ``program_shape``: its own names canonical too, ``code_shape``; compared on the fields both events hold),
   whatever its plan tag or author (except the plan author's look for another of the plan's seeds, which may
   have chosen the same program), and every look the plan's author tagged with the plan and seed, up to and
   including the entry's own. More than one fails the claim.
@@ -24,7 +25,6 @@ each is parsed leniently (``as_seed``): a bad one is ignored, never a crash.
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import json
 import re
@@ -32,6 +32,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import pandas as pd
+
+from .code_shape import code_digest, look_digests, shape_digest  # noqa: F401 (re-exported: arena, preregister)
 
 SEED_LIMIT = 2 ** 31  # random seeds are 0 <= s < 2**31 (metadata, plans, the CLI)
 PREFIX = 16  # the digits an older origin or look names its plan by
@@ -46,23 +48,6 @@ def payload(event: dict) -> dict:
 def as_seed(value: object) -> int | None:
     """A random seed as the ledger may hold it: an int in [0, 2**31), else None (never raises)."""
     return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < SEED_LIMIT else None
-
-
-def code_digest(code: bytes) -> str | None:
-    """SHA-256 of ``method.py``'s syntax tree without docstrings (``ast.dump``: no comments, layout or line
-    numbers): a program re-entered with a comment or docstring changed is the same look (``plan_looks``).
-    None when the code does not parse."""
-    try:
-        tree = ast.parse(code)
-    except (SyntaxError, ValueError):
-        return None
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and body \
-                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-                and isinstance(body[0].value.value, str):
-            node.body = body[1:] or [ast.Pass()]
-    return hashlib.sha256(ast.dump(tree).encode()).hexdigest()
 
 
 def _key(author: object) -> str:
@@ -112,10 +97,22 @@ def family_of(plan: dict) -> str:
 
 
 def same_seed_program(a: dict, b: dict) -> bool:
-    """Two plans start from one seed program: the same SHA-256, or the same normalised digest (comments and
-    docstrings aside)."""
-    return a.get("seed_sha256") == b.get("seed_sha256") or bool(a.get("seed_ast")) and a.get("seed_ast") == b.get(
-        "seed_ast")
+    """Two plans start from one seed program: the same SHA-256, normalised digest (comments and docstrings aside)
+    or names-free digest (``seed_shape``, names renamed too), compared where both plans hold it."""
+    return any(bool(a.get(k)) and a.get(k) == b.get(k) for k in ("seed_sha256", "seed_ast", "seed_shape"))
+
+
+def first_of_family(events: list[dict], plan_event: dict) -> dict:
+    """The first valid plan of ``plan_event``'s family for a claim: the same author, board, seed program and
+    round, over all random seeds (second red team: five one-seed plans are five chances, not one). Its random
+    seeds are the family's; ``plan_event`` itself when no earlier plan is of its family."""
+    plan = payload(plan_event)
+    for p in valid_plans(events[: plan_event.get("seq", 0)]):
+        other = payload(p)
+        if plan_owner(other) == plan_owner(plan) and other.get("board") == plan.get("board") \
+                and other.get("round") == plan.get("round") and same_seed_program(other, plan):
+            return p
+    return plan_event
 
 
 def _seeds(plan: dict) -> list[int]:
@@ -163,7 +160,7 @@ def count_looks(events: list[dict], plan_event: dict, seed: int, entry: dict | N
     plan, full = payload(plan_event), str(payload(plan_event).get("plan_hash"))
     owner = plan_owner(plan) or (author_of(payload(entry)) if entry else "")
     body = payload(entry) if entry else {}
-    programs = {p for p in (body.get("code_sha256"), body.get("code_ast")) if isinstance(p, str) and p}
+    programs = entry_programs(events, body) if entry else set()
     stop = entry.get("seq", len(events)) if entry else len(events)
     counted, after, foreign, authors, names = [], [], [], [], []
     tagged_counted, tags_before, before_plan = 0, False, 0
@@ -177,7 +174,7 @@ def count_looks(events: list[dict], plan_event: dict, seed: int, entry: dict | N
             continue
         before_plan += seq < plan_event.get("seq", 0)
         tagged = names_plan(data, full) and as_seed(data.get("random_seed")) == seed
-        same = bool(programs & {data.get("program"), data.get("program_ast")} - {None})
+        same = bool(programs & look_programs(data))
         if not same and not tagged or same and not tagged and _other_seed(data, full, seed, owner):
             continue  # another seed's own look of this plan (two seeds may choose one program) is that seed's
         if not same and owner and author_of(data) != owner:
@@ -190,6 +187,25 @@ def count_looks(events: list[dict], plan_event: dict, seed: int, entry: dict | N
     return LookCount(full, seed, str(plan.get("board")), plan.get("round"), family_of(plan), tuple(counted),
                      tuple(after), tuple(foreign), _family_events(events, plan_event, seed, stop), tagged_counted,
                      tags_before, before_plan, tuple(dict.fromkeys(authors)), tuple(dict.fromkeys(names)))
+
+
+def look_programs(data: dict) -> set[str]:
+    """A look's digests of its program: SHA-256, ``program_ast``, ``program_shape`` (``code_shape``), as held."""
+    return {p for p in (data.get("program"), data.get("program_ast"), data.get("program_shape"))
+            if isinstance(p, str) and p}
+
+
+def entry_programs(events: list[dict], body: dict) -> set[str]:
+    """An entry's digests of its program: its SHA-256, ``code_ast``, ``code_shape``, and the ``program_ast`` and
+    ``program_shape`` of any look at the same SHA-256 (the entry's own look records them). The three are ever
+    coarser functions of the code (SHA-256, then comments and docstrings aside, then names too), so a look
+    matching on any one both events hold is a look at this program, renamed at most."""
+    sha = body.get("code_sha256")
+    found = {p for p in (sha, body.get("code_ast"), body.get("code_shape")) if isinstance(p, str) and p}
+    for e in events:
+        if e.get("kind") == "test_look" and isinstance(sha, str) and payload(e).get("program") == sha:
+            found |= look_programs(payload(e))
+    return found
 
 
 def _other_seed(data: dict, full: str, seed: int, owner: str) -> bool:
@@ -219,7 +235,7 @@ def _family_events(events: list[dict], plan_event: dict, seed: int, stop: int) -
 
 
 LOOK_COLUMNS = ["board", "round", "plan", "family", "random_seed", "looks", "after", "foreign", "family_looks",
-                "authors", "names", "note"]
+                "family_total", "family_seeds", "authors", "names", "note"]
 NO_PLAN = "no plan"
 
 
@@ -227,7 +243,9 @@ def looks_table(events: Iterable[dict]) -> pd.DataFrame:
     """Per recorded plan and random seed, ``count_looks`` against the entry claiming them (if any): ``looks``
     up to and including the entry, ``after`` it, ``foreign`` (others' tagged looks at other programs, not
     counted), ``family_looks`` (every counted look of the family's plans for the seed, this one included; a
-    family has one chance per seed). Then tagged looks naming no recorded plan (``note`` says so) and, per
+    family has one chance per seed), ``family_total`` (the looks of every plan and seed of the claim's family,
+    ``first_of_family``: author, board, seed program, round) and ``family_seeds`` (how many seeds its first plan
+    registered: a total above it means plans beyond the first were looked at). Then tagged looks naming no recorded plan (``note`` says so) and, per
     board, the looks no plan row holds (``NO_PLAN``: baselines, hand-made entries)."""
     events = list(events)
     rows, held = [], set()
@@ -238,7 +256,9 @@ def looks_table(events: Iterable[dict]) -> pd.DataFrame:
             entry = next((e for e in events if claims_plan(e, full, seed, plan_owner(payload(p)))), None)
             c = count_looks(events, p, seed, entry)
             held |= set(c.counted + c.after + c.foreign)
+            first = first_of_family(events, p)
             rows.append({"board": c.board, "round": c.round, "plan": full[:PREFIX], "family": c.family,
+                         "first_plan": str(payload(first)["plan_hash"]), "family_seeds": len(_seeds(payload(first))),
                          "random_seed": seed, "looks": len(c.counted), "after": len(c.after),
                          "foreign": len(c.foreign), "authors": ", ".join(c.authors), "names": ", ".join(c.names),
                          "note": "" if entry else "no entry claims it"})
@@ -258,7 +278,8 @@ def looks_table(events: Iterable[dict]) -> pd.DataFrame:
                                                               else "names no recorded plan")
                      + ("; its random seed is not 0 <= s < 2**31" if data.get("random_seed") is not None
                         and seed is None else "")})
-    return _grouped(pd.DataFrame(rows, columns=[c for c in LOOK_COLUMNS if c != "family_looks"]))
+    return _grouped(pd.DataFrame(rows, columns=[c for c in LOOK_COLUMNS if c not in ("family_looks", "family_total")]
+                                 + ["first_plan"]))
 
 
 def _grouped(table: pd.DataFrame) -> pd.DataFrame:
@@ -269,8 +290,12 @@ def _grouped(table: pd.DataFrame) -> pd.DataFrame:
     keys = ["board", "plan", "random_seed"]
     out = table.groupby(keys, dropna=False, sort=False, as_index=False).agg(
         round=("round", "first"), family=("family", "first"), looks=("looks", "sum"), after=("after", "sum"),
-        foreign=("foreign", "sum"), authors=("authors", joined), names=("names", joined), note=("note", joined))
+        foreign=("foreign", "sum"), authors=("authors", joined), names=("names", joined), note=("note", joined),
+        first_plan=("first_plan", "first"), family_seeds=("family_seeds", "first"))
     family = out.family.where(out.family != "", out.plan)
     out["family_looks"] = out.looks.groupby([out.board, family, out.random_seed], dropna=False) \
         .transform("sum")
+    first = out.first_plan.where(out.first_plan.notna() & (out.first_plan != ""), out.plan)
+    out["family_total"] = out.looks.groupby([out.board, first], dropna=False).transform("sum")
+    out["family_seeds"] = out.family_seeds.astype("Int64")
     return out.sort_values(keys, kind="stable").reset_index(drop=True)[LOOK_COLUMNS]

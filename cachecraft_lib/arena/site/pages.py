@@ -135,7 +135,8 @@ def board_page(check: LedgerStatus, data: SiteData, name: str) -> str:
 def plan_looks_section(events: list[dict], board: str) -> str:
     """Test looks per pre-registered plan and random seed, counted as the plan's claim counts them
     (``leaderboard.test_looks_by_plan``), where the board has a plan or a look that names one: a plan, and its
-    family (board, seed program, random seed), should show exactly one look per seed; looks after the entry and
+    family (board, seed program, random seed), should show exactly one look per seed, and the claim's family
+    over all seeds (author, board, seed program, round) no more than its first plan's seeds; looks after the entry and
     other authors' looks tagged with the plan are shown apart; the looks no plan holds are one row."""
     looks = leaderboard.test_looks_by_plan(events)
     looks = looks[looks.board == board]
@@ -144,10 +145,24 @@ def plan_looks_section(events: list[dict], board: str) -> str:
     rows = [[f"<code>{esc(r.plan)}</code>", esc(r.family), "-" if pd.isna(r.random_seed) else esc(int(r.random_seed)),
              esc(r.looks) + _looks_note(r), esc(r.after) + (" <small>(after the entry)</small>" if r.after else ""),
              esc(r.foreign) + (" <small>(other authors, other programs: not counted)</small>" if r.foreign else ""),
-             esc(r.authors), esc(r.names), esc(r.note)] for r in looks.itertuples()]
+             _family_total(r), esc(r.authors), esc(r.names), esc(r.note)] for r in looks.itertuples()]
     return "<h2>Test looks per plan</h2>" + table(
         ["plan", "family", "random seed", "evaluations on the test items (up to the entry)", "after the entry",
-         "tagged by others", "authors", "entries", "note"], rows, "plan-looks")
+         "tagged by others", "family over its seeds (looks / first plan's seeds)", "authors", "entries", "note"],
+        rows, "plan-looks")
+
+
+def _family_total(r: Any) -> str:
+    """The looks of every plan and seed of the row's family (author, board, seed program, round) against the
+    seeds its first plan registered (``plan_looks.first_of_family``), flagged above them: five one-seed plans
+    are five looks for one registered seed."""
+    if r.plan == leaderboard.NO_PLAN or pd.isna(r.family_seeds):
+        return "-"
+    text = f"{int(r.family_total)} / {int(r.family_seeds)}"
+    if r.family_total > r.family_seeds:
+        return text + (' <span class="flag">MORE LOOKS THAN ITS FIRST PLAN\'S SEEDS: later plans of the family '
+                       "(author, board, seed program, round) add no seeds</span>")
+    return text
 
 
 def _looks_note(r: Any) -> str:
