@@ -259,7 +259,7 @@ def verify_claim(events: list[dict], entry: dict, run_folder: str | Path) -> Cla
     if origin.get("run_id") != run_id:
         return fails(f"the entry names run {origin.get('run_id')!r}, the folder is {run_id!r}")
     broken = selection.selection_broken(run, int(reg.plan_event["payload"].get("top_k") or 1)) \
-        or selection.files_disagree(run)
+        or selection.files_disagree(run) or selection.digests_differ(run, origin)
     if broken:
         return fails(broken)
     child_id, code, _ = selection.read_selected(run)
@@ -270,4 +270,7 @@ def verify_claim(events: list[dict], entry: dict, run_folder: str | Path) -> Cla
     if hashlib.sha256(converted_method(code, child_id)).hexdigest() != payload(entry).get("code_sha256"):
         return fails(f"the entry's method.py is not {child_id}'s program converted")
     notes = claim.reason.replace(NOT_VERIFIED, f"verified against its run {run.name}")
+    if not any(k in origin for k in selection.DIGEST_KEYS) and selection.selection_digests(run):
+        notes += ("; its origin carries no selection digests (submitted before they were carried): the run's "
+                  "selection files are not bound to the ledger")
     return replace(claim, verified=True, reason=notes)

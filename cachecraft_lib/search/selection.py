@@ -37,6 +37,7 @@ RULE = ("dev contexts split in two within each task by a seeded shuffle (split s
 SELECTED = "selected"  # the run folder's sub-folder holding the choice
 UNITS_FILE = "selection_units.csv"  # per-unit selection-half values of every shortlisted child
 UNIT_COLUMNS = ["child_id", "context_id", "task", "overall", "random_seed"]
+DIGEST_KEYS = ("shortlist_sha256", "selection_units_sha256")  # selected.json's digests, carried into the origin
 
 
 @dataclass(frozen=True)
@@ -204,6 +205,22 @@ def read_selected(run_folder: str | Path) -> tuple[str, str, dict] | None:
         return None
     info = json.loads((folder / "selected.json").read_text())
     return str(info["child_id"]), (folder / "program.py").read_text(), info
+
+
+def selection_digests(run_folder: str | Path) -> dict[str, str]:
+    """The digests ``selected.json`` records (``DIGEST_KEYS``; {} without a selection): ``submit-search``
+    carries them into the entry's origin, so the ledger binds the selection files as they were at the entry."""
+    chosen = read_selected(run_folder)
+    return {k: chosen[2][k] for k in DIGEST_KEYS if chosen and isinstance(chosen[2].get(k), str)}
+
+
+def digests_differ(run_folder: str | Path, origin: dict) -> str:
+    """Why the run's ``selected.json`` digests are not those the entry's ``origin`` carried into the ledger, or ''
+    (an origin that carries none: ''; ``verify_claim`` notes it)."""
+    found = selection_digests(run_folder)
+    bad = [k for k in DIGEST_KEYS if k in origin and found.get(k) != origin[k]]
+    return (f"selected.json's {', '.join(bad)} differ from the entry's origin in the ledger: the run's selection "
+            "files are not those it had when the entry was submitted") if bad else ""
 
 
 def files_disagree(run_folder: str | Path) -> str:
