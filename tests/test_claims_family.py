@@ -66,3 +66,15 @@ def test_the_site_shows_the_familys_looks_over_its_seeds_flagged_above_the_first
         _enter(honest, OWNER, f"H_{seed}", _origin(plan, seed))
     html = plan_looks_section(honest.events(), "A")
     assert html.count("5 / 5") == 5 and "MORE LOOKS THAN ITS FIRST PLAN" not in html
+
+
+def test_the_first_plans_claim_notes_the_familys_looks_under_later_plans_seeds(tmp_path):
+    """The attack in another order: the later one-seed plans are entered first; the first plan's claim is the only
+    one that can hold, and it says how many looks its family spent on seeds it did not register."""
+    ledger = Ledger(tmp_path / "ledger.jsonl")
+    plans = [_plan(ledger, random_seeds=[seed], notes=f"plan {seed}") for seed in range(5)]
+    looks = [_enter(ledger, OWNER, f"H_{seed}", _origin(plans[seed], seed))["seq"] - 1 for seed in range(1, 5)]
+    entry = _enter(ledger, OWNER, "H_0", _origin(plans[0], 0))
+    verdict = claim_verdict(ledger.events(), entry)
+    assert verdict.holds and verdict.looks == 1
+    assert f"had 4 look(s) under later plans' seeds its first plan did not register (seqs {looks})" in verdict.reason

@@ -104,7 +104,23 @@ def claim_verdict(events: list[dict], entry: dict) -> Claim:
         or _looks_broken(before, full, seed, count, owner)
     if broken:
         return replace(claim, reason=broken)
-    return replace(claim, holds=True, reason=_notes(plan_event, count, fresh))
+    extra = _unregistered_family_looks(before, plan_event)
+    return replace(claim, holds=True, reason=_notes(plan_event, count, fresh) + (
+        f"; its family (author, board, seed program, round) had {len(extra)} look(s) under later plans' seeds its "
+        f"first plan did not register (seqs {list(extra)}): none of them can be claimed" if extra else ""))
+
+
+def _unregistered_family_looks(before: list[dict], plan_event: dict) -> tuple[int, ...]:
+    """Seqs of the looks (``count_looks``: the plan author's, tagged) before the entry under plans of the claim's
+    family for seeds its first plan did not register: shown with a holding claim, never counted for it."""
+    first = first_of_family(before, plan_event)
+    registered = payload(first).get("random_seeds") or []
+    found: set[int] = set()
+    for p in valid_plans(before):
+        if p is not first and first_of_family(before, p) is first:
+            for seed in {as_seed(s) for s in payload(p).get("random_seeds") or []} - set(registered) - {None}:
+                found |= set(count_looks(before, p, seed).counted)
+    return tuple(sorted(found))
 
 
 def _family_seed_broken(events: list[dict], plan_event: dict, seed: int | None) -> str:
