@@ -10,7 +10,8 @@ functions derive a test seed or draw test items (``splits.test_seed``, ``items.s
 call ``splits.guard_split``, where the guard is registered). ``dev_fitness`` builds the search's ``BoardFitness``
 only while the guard is active, so the guard is necessarily in place before the first item is loaded (issue 48:
 the old test installed its guard after the fitness had loaded its items), and marks it ``guarded``: a
-pre-registered ``board_search`` takes no other fitness (issue 49).
+pre-registered ``board_search`` takes no other fitness (issue 49). ``board_search`` holds the guard for the whole
+search, every child's evaluation included, also when called from Python without it (second red team).
 
 What it cannot stop: code in this process reading the secret FILE by its path and re-implementing the HMAC by
 hand. The guard closes the project's own paths to the test split, not a determined author's.
