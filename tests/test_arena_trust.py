@@ -151,14 +151,15 @@ def test_every_evaluation_on_test_items_is_a_ledger_event(arena, tmp_path):
         return [e["payload"] for e in arena.ledger.events() if e["kind"] == "test_look"]
 
     assert [(x["author"], x["program"]) for x in looks()] == [("baseline", "baseline:snapkv")]
-    from cachecraft_lib.arena.scoring.plan_looks import code_digest
+    from cachecraft_lib.arena.scoring.code_shape import look_digests
 
     folder = _submission(tmp_path, "looked", "Looker")
     entry = arena.submit(folder, "A", SECRET)
     after = looks()
+    assert {"program_ast", "program_shape"} <= set(after[-1])  # the digests a renamed copy is caught by
     assert len(after) == 2 and after[-1] == {"board": "A", "round": 1, "author": "Looker", "author_key": "looker",
                                              "name": "looked", "program": entry["code_sha256"],
-                                             "program_ast": code_digest((folder / "method.py").read_bytes())}
+                                             **look_digests((folder / "method.py").read_bytes())}
     arena.submit(_submission(tmp_path, "crashes", "looker", src=ASSETS / "crash"), "A", SECRET)
     assert len(looks()) == 3  # a crash on the test items was a look too
     arena.submit(_submission(tmp_path, "snapkv", "looker"), "A", SECRET)  # refused before anything ran

@@ -75,9 +75,6 @@ def test_submit_search_carries_the_digests_into_the_metadata_origin(tmp_path):
     assert carry_selection(other, str(run)) == {}
 
 
-@pytest.mark.xfail(strict=True, reason="arena/submissions/metadata.py's ORIGIN_KEYS drops shortlist_sha256 and "
-                                       "selection_units_sha256 (not this helper's file): the ledger cannot hold them "
-                                       "until they are added; remove this mark then")
 def test_the_arena_keeps_the_carried_digests_in_the_origin_it_records(tmp_path):
     folder = tmp_path / "entry"
     folder.mkdir()

@@ -10,7 +10,7 @@
 - ``reveal``: check the round's salted commitment against the secret and show the test seeds.
 
 Every evaluation of any program on a round's test items is a ``test_look`` ledger event (author, program hash
-and its normalised digest ``program_ast`` (``code_digest``), board, round; for a search's entry also its
+and its normalised digests ``program_ast`` and ``program_shape`` (``look_digests``), board, round; for a search's entry also its
 origin's ``plan``/``plan_hash``, ``run_id`` and ``random_seed``), recorded before it runs: the leaderboard counts
 them per author and per pre-registered plan (``scoring.plan_looks``: every look at an entry's program counts
 against its claim, whatever its tag or author). ``dev`` and ``submit`` return
@@ -44,7 +44,7 @@ from .boards.items import board_items, split_seed
 from .recording import best_entry, entry_payload, payload, private_path, record_submission, save_units
 from .results import DevReport, Entry, Rejection
 from .scoring import score
-from .scoring.plan_looks import code_digest
+from .scoring.code_shape import look_digests
 
 LOOK_ORIGIN = ("plan", "plan_hash", "run_id", "random_seed")  # what a test look keeps of an origin (issue 49)
 
@@ -224,9 +224,9 @@ class Arena:
             return self._reject(board, shown_name(folder), author, err)
         self.record_baselines(board.name, secret, round_)
         origin = metadata_origin(folder)  # e.g. a search run's id, seed, iterations and plan
-        normalised = code_digest(sub.code)  # the same program under another comment or docstring
+        # the same program under another comment, docstring or consistent renaming (arena/scoring/code_shape.py)
         look = {"author": sub.author, "author_key": sub.author_key, "name": sub.name, "program": sub.code_sha256,
-                **({"program_ast": normalised} if normalised else {}), **look_origin(origin)}
+                **look_digests(sub.code), **look_origin(origin)}
         try:
             rows = self.run_test(board, secret, round_, [submission_contender(sub, **limits)], [look])
         except SubmissionError as err:
@@ -247,8 +247,9 @@ class Arena:
             extra["allocation"] = sub.allocation
         if origin:
             extra["origin"] = origin
-        if normalised:
-            extra["code_ast"] = normalised
+        digests = look_digests(sub.code)  # the entry's own, as its look records them
+        extra.update({k: digests[f] for k, f in (("code_ast", "program_ast"), ("code_shape", "program_shape"))
+                      if f in digests})
         return record_submission(self.ledger, self.root, board, sub, score.unit_values(rows, board), round_, rule,
                                  extra)
 

@@ -35,10 +35,12 @@ BOARD_RE = re.compile(r"^[A-Za-z0-9_]{1,32}$")
 # Characters an author may not hold: controls, bidi embeddings, overrides and isolates (they reorder what follows)
 BIDI_OR_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 ORIGIN_KEYS = {"kind": str, "run_id": str, "seed": str, "random_seed": int, "iterations": int, "mutator": str,
-               "child_id": str, "rank": int, "registration": str, "plan": str, "plan_hash": str}
+               "child_id": str, "rank": int, "registration": str, "plan": str, "plan_hash": str,
+               "shortlist_sha256": str, "selection_units_sha256": str}
 # child_id, rank: which of the run's best programs (`--top K`); registration ("preregistered" or "exploratory"),
 # plan (the plan's hash, 16 hex digits, for reading) and plan_hash (all 64, what claims match): the run's
-# pre-registration (search/preregister.py)
+# pre-registration (search/preregister.py); shortlist_sha256, selection_units_sha256: the run's selection files as
+# its selected.json records them, so the ledger holds what verify_claim compares with the run folder
 BOUNDED = {"random_seed": 2 ** 31}  # 0 <= random_seed < 2**31, else dropped (a huge one crashed the site)
 
 
