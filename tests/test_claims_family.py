@@ -68,13 +68,15 @@ def test_the_site_shows_the_familys_looks_over_its_seeds_flagged_above_the_first
     assert html.count("5 / 5") == 5 and "MORE LOOKS THAN ITS FIRST PLAN" not in html
 
 
-def test_the_first_plans_claim_notes_the_familys_looks_under_later_plans_seeds(tmp_path):
-    """The attack in another order: the later one-seed plans are entered first; the first plan's claim is the only
-    one that can hold, and it says how many looks its family spent on seeds it did not register."""
+def test_the_first_plans_claim_fails_after_its_familys_looks_under_later_plans_seeds(tmp_path):
+    """The attack in another order: the later one-seed plans are entered first. Their looks are the plan author's
+    looks on the board and round between the first plan and its entry (``seed_entries.peeks_between``), so the
+    first plan's claim fails too, naming them (it held with a note before the third red team)."""
     ledger = Ledger(tmp_path / "ledger.jsonl")
     plans = [_plan(ledger, random_seeds=[seed], notes=f"plan {seed}") for seed in range(5)]
     looks = [_enter(ledger, OWNER, f"H_{seed}", _origin(plans[seed], seed))["seq"] - 1 for seed in range(1, 5)]
     entry = _enter(ledger, OWNER, "H_0", _origin(plans[0], 0))
     verdict = claim_verdict(ledger.events(), entry)
-    assert verdict.holds and verdict.looks == 1
-    assert f"had 4 look(s) under later plans' seeds its first plan did not register (seqs {looks})" in verdict.reason
+    assert not verdict.holds and verdict.looks == 1
+    assert f"had 4 other test look(s) on board A, round 1 after the plan and before this entry (seqs {looks})" \
+        in verdict.reason

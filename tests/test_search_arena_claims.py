@@ -336,8 +336,8 @@ def test_a_claim_made_through_the_real_arena_submit(tmp_path):
 def test_two_seeds_of_one_plan_may_choose_the_same_program(tmp_path):
     ledger = Ledger(tmp_path / "ledger.jsonl")
     plan = _plan(ledger)
-    first = _enter(ledger, OWNER, "H_same", _origin(plan, 0))
-    second = _enter(ledger, OWNER, "H_same", _origin(plan, 1))  # both runs chose one program: one look per seed
+    first = _enter(ledger, OWNER, "H_same", _origin(plan, 0, run_id="r0"))
+    second = _enter(ledger, OWNER, "H_same", _origin(plan, 1, run_id="r1"))  # two runs chose one program
     events = ledger.events()
     assert claim_verdict(events, first).holds and claim_verdict(events, second).holds
     assert claim_verdict(events, second).looks == 1

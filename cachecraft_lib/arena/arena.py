@@ -44,7 +44,7 @@ from .boards.items import board_items, split_seed
 from .recording import best_entry, entry_payload, payload, private_path, record_submission, save_units
 from .results import DevReport, Entry, Rejection
 from .scoring import score
-from .scoring.code_shape import look_digests
+from .scoring.code_shape import checked_digests, look_digests
 
 LOOK_ORIGIN = ("plan", "plan_hash", "run_id", "random_seed")  # what a test look keeps of an origin (issue 49)
 
@@ -220,13 +220,14 @@ class Arena:
         try:
             sub = load_submission(folder)
             self._check_identity(board, sub, events)
+            digests = checked_digests(sub.code)  # refused, not a traceback, when the program has none
         except SubmissionError as err:
             return self._reject(board, shown_name(folder), author, err)
         self.record_baselines(board.name, secret, round_)
         origin = metadata_origin(folder)  # e.g. a search run's id, seed, iterations and plan
         # the same program under another comment, docstring or consistent renaming (arena/scoring/code_shape.py)
         look = {"author": sub.author, "author_key": sub.author_key, "name": sub.name, "program": sub.code_sha256,
-                **look_digests(sub.code), **look_origin(origin)}
+                **digests, **look_origin(origin)}
         try:
             rows = self.run_test(board, secret, round_, [submission_contender(sub, **limits)], [look])
         except SubmissionError as err:

@@ -236,41 +236,65 @@ def _registered(events: list[dict], run: Path, run_id: str | None) -> dict:
 # A claim against its run; the ledger-only checks are arena/scoring/claims.py (their count of looks, shared with
 # the site, arena/scoring/plan_looks.py)
 def verify_claim(events: list[dict], entry: dict, run_folder: str | Path) -> Claim:
-    """``claim_verdict``, then the entry against its run folder (module doc): ``verified`` when all agree."""
+    """``claim_verdict``, then the entry against its run folder (module doc): ``verified`` when all agree. The
+    folder is the author's to write: a malformed one (bad JSON, a missing file, an empty table) is a failing
+    verdict naming what broke, never an exception."""
+    claim = claim_verdict(events, entry)
+    if not claim.holds:
+        return claim
+    run = Path(run_folder)
+    try:
+        broken, notes = _against_run(events, entry, run, claim)
+    except Exception as err:  # noqa: BLE001 - the run folder is untrusted input: what breaks reading it fails
+        broken, notes = f"its run folder could not be read ({type(err).__name__}: {err})", ""
+    if broken:
+        return replace(claim, holds=False, reason=f"against its run {run.name}: {broken}")
+    return replace(claim, verified=True, reason=notes)
+
+
+def _against_run(events: list[dict], entry: dict, run: Path, claim: Claim) -> tuple[str, str]:
+    """(why the entry disagrees with its run or '', the holding verdict's notes)."""
     from . import selection
     from .candidate_result import candidate_name
     from .submit import converted_method, run_origin
 
-    claim = claim_verdict(events, entry)
-    if not claim.holds:
-        return claim
-    origin, run = payload(entry)["origin"], Path(run_folder)
-
-    def fails(reason: str) -> Claim:
-        return replace(claim, holds=False, reason=f"against its run {run.name}: {reason}")
-
+    origin = payload(entry)["origin"]
     try:
-        run_id = run_origin(run)["run_id"]
-        reg = check_registration(events, run, run_id)
+        ran = run_origin(run)
+        reg = check_registration(events, run, ran["run_id"])
     except (NotPreregistered, OSError, ValueError) as err:
-        return fails(str(err))
+        return str(err), ""
     if reg.plan_event["payload"]["plan_hash"] != claim.plan_hash:
-        return fails("the run was registered under another plan")
-    if origin.get("run_id") != run_id:
-        return fails(f"the entry names run {origin.get('run_id')!r}, the folder is {run_id!r}")
+        return "the run was registered under another plan", ""
+    broken = _origin_differs(events, entry, origin, ran)
+    if broken:
+        return broken, ""
     broken = selection.selection_broken(run, int(reg.plan_event["payload"].get("top_k") or 1)) \
         or selection.files_disagree(run) or selection.digests_differ(run, origin)
     if broken:
-        return fails(broken)
+        return broken, ""
     child_id, code, _ = selection.read_selected(run)
     if origin.get("child_id") != child_id:
-        return fails(f"the entry names child {origin.get('child_id')!r}, the rule chose {child_id!r}")
+        return f"the entry names child {origin.get('child_id')!r}, the rule chose {child_id!r}", ""
     if child_id.startswith("cand-") and child_id.split("-g")[0] != candidate_name(code):
-        return fails(f"the chosen program's candidate name is {candidate_name(code)}, not {child_id}'s")
+        return f"the chosen program's candidate name is {candidate_name(code)}, not {child_id}'s", ""
     if hashlib.sha256(converted_method(code, child_id)).hexdigest() != payload(entry).get("code_sha256"):
-        return fails(f"the entry's method.py is not {child_id}'s program converted")
+        return f"the entry's method.py is not {child_id}'s program converted", ""
     notes = claim.reason.replace(NOT_VERIFIED, f"verified against its run {run.name}")
     if not any(k in origin for k in selection.DIGEST_KEYS) and selection.selection_digests(run):
         notes += ("; its origin carries no selection digests (submitted before they were carried): the run's "
                   "selection files are not bound to the ledger")
-    return replace(claim, verified=True, reason=notes)
+    return "", notes
+
+
+def _origin_differs(events: list[dict], entry: dict, origin: dict, ran: dict) -> str:
+    """Why the entry's origin is not its run's (third red team: one seed-0 run entered as seeds 0 and 1), or '':
+    the same run id, random seed and seed program as the run records, and no earlier entry naming the run."""
+    for key in ("run_id", "random_seed", "seed"):
+        if origin.get(key) != ran.get(key):
+            return f"the entry's origin says {key} {origin.get(key)!r}, its run's is {ran.get(key)!r}"
+    earlier = [e for e in events[: entry.get("seq", len(events))] if e.get("kind") == "submission"
+               and isinstance(payload(e).get("origin"), dict) and payload(e)["origin"].get("run_id") == ran["run_id"]]
+    if earlier:
+        return f"an earlier entry (seq {earlier[0].get('seq')}) names the same run {ran['run_id']!r}: a run is one look"
+    return ""

@@ -7,7 +7,9 @@ program, random seed and **round**, whose statement about its round holds, recor
 its random seed one the first plan of its family (author, board, seed program, round) registered; no
 earlier entry of the plan and seed; at most one look at the plan's board and round that counts
 (``arena.scoring.plan_looks.count_looks``: every look at the entry's program whatever its tag or author, and the
-author's looks tagged with the plan and seed, the entry's own included); no earlier plan of the same family
+author's looks tagged with the plan and seed, the entry's own included); no other look by the plan's author on
+its board and round between the plan and the entry but its own seeds' entries' (``seed_entries.peeks_between``);
+no earlier plan of the same family
 (board, seed program, random seed) that already had a look or entry for the seed; and, once looks carry plan
 tags, a tagged look of its own. The ledger cannot show that the program is the one the plan's run chose:
 without the run folder the verdict says "claimed, not verified against its run". ``verify_claim`` adds the
@@ -33,6 +35,7 @@ from .plan_looks import (
     plan_owner,
     valid_plans,
 )
+from .seed_entries import peeks_between
 
 NOT_VERIFIED = "claimed, not verified against its run"
 
@@ -101,26 +104,10 @@ def claim_verdict(events: list[dict], entry: dict) -> Claim:
                   len(count.foreign), None if fresh else count.round_before_plan, False, full)
     owner = plan_owner(payload(plan_event)) or author_of(body)
     broken = _plan_broken(events, plan_event, entry, origin) or _family_seed_broken(events, plan_event, seed) \
-        or _looks_broken(before, full, seed, count, owner)
+        or _looks_broken(before, full, seed, count, owner) or _peeks_broken(events, plan_event, entry)
     if broken:
         return replace(claim, reason=broken)
-    extra = _unregistered_family_looks(before, plan_event)
-    return replace(claim, holds=True, reason=_notes(plan_event, count, fresh) + (
-        f"; its family (author, board, seed program, round) had {len(extra)} look(s) under later plans' seeds its "
-        f"first plan did not register (seqs {list(extra)}): none of them can be claimed" if extra else ""))
-
-
-def _unregistered_family_looks(before: list[dict], plan_event: dict) -> tuple[int, ...]:
-    """Seqs of the looks (``count_looks``: the plan author's, tagged) before the entry under plans of the claim's
-    family for seeds its first plan did not register: shown with a holding claim, never counted for it."""
-    first = first_of_family(before, plan_event)
-    registered = payload(first).get("random_seeds") or []
-    found: set[int] = set()
-    for p in valid_plans(before):
-        if p is not first and first_of_family(before, p) is first:
-            for seed in {as_seed(s) for s in payload(p).get("random_seeds") or []} - set(registered) - {None}:
-                found |= set(count_looks(before, p, seed).counted)
-    return tuple(sorted(found))
+    return replace(claim, holds=True, reason=_notes(plan_event, count, fresh))
 
 
 def _family_seed_broken(events: list[dict], plan_event: dict, seed: int | None) -> str:
@@ -150,6 +137,18 @@ def _looks_broken(before: list[dict], full: str, seed: int | None, count: LookCo
     if count.tagged_counted == 0 and count.tags_before:
         return "the entry's test look carries no plan tag, although the ledger's looks carry them"
     return ""
+
+
+def _peeks_broken(events: list[dict], plan_event: dict, entry: dict) -> str:
+    """Why the plan author's other looks between the plan and the entry spend its chance, or '' (third red team:
+    untagged looks at other programs on the plan's board and round, ``seed_entries.peeks_between``)."""
+    peeks = peeks_between(events, plan_event, entry)
+    if not peeks:
+        return ""
+    plan = payload(plan_event)
+    return (f"the plan's author had {len(peeks)} other test look(s) on board {plan.get('board')}, round "
+            f"{plan.get('round')} after the plan and before this entry (seqs {list(peeks)}): the test items were "
+            "seen again before the pick was entered, and only the looks of the plan's own seeds' entries are its")
 
 
 def _notes(plan_event: dict, count: LookCount, fresh: bool) -> str:

@@ -31,10 +31,12 @@ SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
 
 def _parsed(code: bytes) -> ast.Module | None:
-    """The tree without docstrings (module, class, function), or None when the code does not parse."""
+    """The tree without docstrings (module, class, function), or None when the code does not parse. It parses
+    the UTF-8 text, the text that runs (``Submission.source``): ``ast.parse`` of the bytes would honour a
+    ``# coding:`` line the sandbox never does (third red team: ``# coding: nonexistent`` left no digest)."""
     try:
-        tree = ast.parse(code)
-    except (SyntaxError, ValueError):
+        tree = ast.parse(code.decode("utf-8"))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # UnicodeDecodeError is a ValueError
         return None
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
@@ -50,7 +52,10 @@ def code_digest(code: bytes) -> str | None:
     numbers): a program re-entered with a comment or docstring changed is the same look (``plan_looks``).
     None when the code does not parse."""
     tree = _parsed(code)
-    return None if tree is None else hashlib.sha256(ast.dump(tree).encode()).hexdigest()
+    try:
+        return None if tree is None else hashlib.sha256(ast.dump(tree).encode()).hexdigest()
+    except (RecursionError, MemoryError):  # a program nested past the stack (``a+a+...+a``): no digest, refused
+        return None
 
 
 def shape_digest(code: bytes) -> str | None:
@@ -59,14 +64,30 @@ def shape_digest(code: bytes) -> str | None:
     tree = _parsed(code)
     if tree is None:
         return None
-    _Canon(tree).visit(tree)
-    return hashlib.sha256(("shape:" + ast.dump(tree)).encode()).hexdigest()
+    try:
+        _Canon(tree).visit(tree)
+        return hashlib.sha256(("shape:" + ast.dump(tree)).encode()).hexdigest()
+    except (RecursionError, MemoryError):
+        return None
 
 
 def look_digests(code: bytes) -> dict[str, str]:
     """What a ``test_look`` records of its program besides its SHA-256: ``program_ast`` and ``program_shape``."""
     found = {"program_ast": code_digest(code), "program_shape": shape_digest(code)}
     return {k: v for k, v in found.items() if v}
+
+
+def checked_digests(code: bytes) -> dict[str, str]:
+    """``look_digests`` of a submission's ``method.py``, both present; ``SubmissionError`` otherwise (a program
+    the arena cannot digest is a look no claim could recognise, so it is refused before it runs)."""
+    from ..submissions.errors import SubmissionError
+
+    found = look_digests(code)
+    if set(found) != {"program_ast", "program_shape"}:
+        raise SubmissionError("bad_method", "method.py could not be digested (it is not UTF-8 Python that parses, "
+                              "or it is nested too deeply to walk, e.g. a very long a+a+...+a): the arena records "
+                              "a digest of every program it runs, so it cannot take this one; simplify it")
+    return found
 
 
 def _own(node: ast.AST) -> list[ast.AST]:

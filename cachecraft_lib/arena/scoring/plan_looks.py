@@ -8,8 +8,9 @@ board and round** into:
 - ``counted``: looks that spend the plan's one chance at the test items: every look at the entry's program
   (its ``program`` hash, its normalised digest ``program_ast``: the code without comments and docstrings, or
   its ``program_shape``: its own names canonical too, ``code_shape``; compared on the fields both events hold),
-  whatever its plan tag or author (except the plan author's look for another of the plan's seeds, which may
-  have chosen the same program), and every look the plan's author tagged with the plan and seed, up to and
+  whatever its plan tag or author (except the look recorded by the plan author's first preregistered entry for
+  another of the plan's seeds from another run, which may have chosen the same program:
+  ``seed_entries.other_seed_looks``), and every look the plan's author tagged with the plan and seed, up to and
   including the entry's own. More than one fails the claim.
 - ``after``: the same kinds of look after the entry (shown, labelled, never counted for the entry).
 - ``foreign``: looks another author tagged with the plan and seed, at another program: anyone can copy a public
@@ -25,69 +26,26 @@ each is parsed leniently (``as_seed``): a bad one is ignored, never a crash.
 
 from __future__ import annotations
 
-import hashlib
-import json
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 import pandas as pd
 
 from .code_shape import code_digest, look_digests, shape_digest  # noqa: F401 (re-exported: arena, preregister)
-
-SEED_LIMIT = 2 ** 31  # random seeds are 0 <= s < 2**31 (metadata, plans, the CLI)
-PREFIX = 16  # the digits an older origin or look names its plan by
-HEX = re.compile(r"^[0-9a-f]+$")
-
-
-def payload(event: dict) -> dict:
-    data = event.get("payload", event)
-    return data if isinstance(data, dict) else {}
-
-
-def as_seed(value: object) -> int | None:
-    """A random seed as the ledger may hold it: an int in [0, 2**31), else None (never raises)."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < SEED_LIMIT else None
-
-
-def _key(author: object) -> str:
-    from ..submissions.identity import author_key
-
-    return author_key(str(author or "")) if author else ""
-
-
-def author_of(data: dict) -> str:
-    """An event's normalised author (``author_key``, else ``author``)."""
-    return _key(data.get("author_key") or data.get("author"))
-
-
-def is_hash(value: object, lengths: tuple[int, ...] = (PREFIX, 64)) -> bool:
-    return isinstance(value, str) and len(value) in lengths and bool(HEX.match(value))
-
-
-def names_plan(data: dict, plan_hash: str) -> bool:
-    """Does an origin's or look's tag name this plan? Its full ``plan_hash`` exactly when it has one, else its
-    ``plan`` (a full hash exactly, or, in older ledgers, the first 16 digits)."""
-    full = data.get("plan_hash")
-    if full is not None:
-        return is_hash(full, (64,)) and full == plan_hash
-    tag = data.get("plan")
-    return is_hash(tag) and (tag == plan_hash if len(tag) == 64 else plan_hash.startswith(tag))
-
-
-def is_tagged(data: dict) -> bool:
-    return data.get("plan") is not None or data.get("plan_hash") is not None
-
-
-def valid_plans(events: Iterable[dict]) -> list[dict]:
-    """The ``plan`` events whose content matches their hash (an altered plan names nothing)."""
-    return [e for e in events if e.get("kind") == "plan" and is_hash(payload(e).get("plan_hash"), (64,))
-            and _plan_digest(payload(e)) == payload(e)["plan_hash"]]
-
-
-def _plan_digest(body: dict) -> str:
-    text = json.dumps({k: v for k, v in body.items() if k != "plan_hash"}, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()
+from .ledger_fields import (  # noqa: F401 (re-exported: claims, preregister, leaderboard)
+    PREFIX,
+    SEED_LIMIT,
+    as_seed,
+    author_of,
+    claims_plan,
+    is_hash,
+    is_tagged,
+    names_plan,
+    payload,
+    plan_owner,
+    valid_plans,
+)
+from .seed_entries import other_seed_looks
 
 
 def family_of(plan: dict) -> str:
@@ -120,20 +78,6 @@ def _seeds(plan: dict) -> list[int]:
     return [s for s in (as_seed(v) for v in seeds) if s is not None] if isinstance(seeds, list) else []
 
 
-def claims_plan(event: dict, plan_hash: str, seed: int | None, owner: str = "") -> bool:
-    """A ``submission`` whose origin claims this plan and random seed (by ``owner``, an author key, when given:
-    another author's entry naming a public plan is that author's claim, not the plan's look)."""
-    origin = payload(event).get("origin")
-    return (event.get("kind") == "submission" and isinstance(origin, dict)
-            and origin.get("registration") == "preregistered" and names_plan(origin, plan_hash)
-            and as_seed(origin.get("random_seed")) == seed and (not owner or author_of(payload(event)) == owner))
-
-
-def plan_owner(plan: dict) -> str:
-    """The plan's author key ('' for a plan recorded before plans named their author)."""
-    return _key(plan.get("author_key") or plan.get("author"))
-
-
 @dataclass(frozen=True)
 class LookCount:
     """A plan and seed's test looks on its board and round (seqs of ``test_look`` events; module doc)."""
@@ -162,6 +106,7 @@ def count_looks(events: list[dict], plan_event: dict, seed: int, entry: dict | N
     body = payload(entry) if entry else {}
     programs = entry_programs(events, body) if entry else set()
     stop = entry.get("seq", len(events)) if entry else len(events)
+    others = other_seed_looks(events, plan_event, seed, entry, owner) if entry else set()
     counted, after, foreign, authors, names = [], [], [], [], []
     tagged_counted, tags_before, before_plan = 0, False, 0
     for e in events:
@@ -175,8 +120,8 @@ def count_looks(events: list[dict], plan_event: dict, seed: int, entry: dict | N
         before_plan += seq < plan_event.get("seq", 0)
         tagged = names_plan(data, full) and as_seed(data.get("random_seed")) == seed
         same = bool(programs & look_programs(data))
-        if not same and not tagged or same and not tagged and _other_seed(data, full, seed, owner):
-            continue  # another seed's own look of this plan (two seeds may choose one program) is that seed's
+        if not same and not tagged or same and not tagged and seq in others:
+            continue  # another seed's entry's own look (two seeds' runs may choose one program) is that seed's
         if not same and owner and author_of(data) != owner:
             foreign.append(seq)
             continue
@@ -206,12 +151,6 @@ def entry_programs(events: list[dict], body: dict) -> set[str]:
         if e.get("kind") == "test_look" and isinstance(sha, str) and payload(e).get("program") == sha:
             found |= look_programs(payload(e))
     return found
-
-
-def _other_seed(data: dict, full: str, seed: int, owner: str) -> bool:
-    """A look by the plan's author tagged with this plan and another of its random seeds."""
-    other = as_seed(data.get("random_seed"))
-    return names_plan(data, full) and other is not None and other != seed and (not owner or author_of(data) == owner)
 
 
 def _family_events(events: list[dict], plan_event: dict, seed: int, stop: int) -> tuple[int, ...]:
