@@ -188,3 +188,45 @@ def test_an_honest_folder_still_verifies(tmp_path):
     assert verdict.verified, verdict.reason
     assert looks_table(ledger.events()).looks.sum() >= 1
     assert _run  # the run folders above are test_search_preregister's
+
+
+# ------------------------------------------------------------------------- 7: like with like, odd payloads
+def test_a_plan_whose_seed_program_is_a_file_path_can_be_claimed(tmp_path):
+    seed_file = tmp_path / "myseed.py"
+    seed_file.write_text(seed_path("v1").read_text())
+    ledger = Ledger(tmp_path / "arena" / "ledger.jsonl")
+    plan = _plan(ledger, random_seeds=[0], seed_program=str(seed_file), seed_source=seed_file.read_text())
+    run = _run(tmp_path / "run", seed=str(seed_file))  # run_origin names the seed by its stem (p11)
+    origin = {**_origin(plan, 0), **{k: v for k, v in run_origin(run).items() if k in ("seed", "run_id")}}
+    assert origin["seed"] == "myseed"
+    verdict = claim_verdict(ledger.events(), _enter(ledger, OWNER, "H", origin))
+    assert verdict.holds, verdict.reason
+    wrong = _enter(ledger, OWNER, "H2", {**_origin(plan, 0), "seed": "otherseed"})
+    assert "the plan's seed program is" in claim_verdict(ledger.events(), wrong).reason
+
+
+def _odd(kw_plan: dict | None = None, **case) -> list[dict]:
+    from cachecraft_lib.arena.scoring.ledger_fields import _plan_digest
+
+    body = {"board": "A", "seed_program": "v1", "seed_sha256": "s" * 64, "random_seeds": [0], "round": 1,
+            "round_commitment": None, "author": "me", **(kw_plan or {})}
+    body["plan_hash"] = _plan_digest(body)
+    plan = {"seq": 0, "kind": "plan", "payload": body}
+    look = {"seq": 1, "kind": "test_look", "payload": {"board": "A", "round": 1, "author": "me", "program": "h"}}
+    entry = {"seq": 2, "kind": "submission", "payload": {"board": "A", "author": "me", "round": 1, "code_sha256": "h",
+             "origin": {"registration": "preregistered", "plan_hash": body["plan_hash"], "random_seed": 0,
+                        "seed": "v1"}}}
+    events = [plan, look, entry]
+    for i, changed in case.items():
+        events[int(i[1:])] = {**events[int(i[1:])], **changed}
+    return events
+
+
+@pytest.mark.parametrize("events", [
+    _odd({"random_seeds": 5}), _odd(e0={"seq": None}), _odd(e2={"seq": "2"}), _odd(e1={"seq": None}),
+    [{"seq": 0, "kind": "round", "payload": ["x"]}] + [{**e, "seq": e["seq"] + 1} for e in _odd()]],
+    ids=["random_seeds int", "plan seq None", "entry seq str", "look seq None", "round payload list"])
+def test_malformed_ledger_payloads_are_skipped_or_fail_never_raise(events):
+    verdict = claim_verdict(events, events[-1])  # p8: each raised before
+    assert isinstance(verdict.holds, bool)
+    assert looks_table(events) is not None

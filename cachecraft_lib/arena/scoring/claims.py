@@ -21,7 +21,9 @@ run: its registration (``preregister.check_registration``, the same plan), the s
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from pathlib import PurePath
 
+from .ledger_fields import plan_seeds, sanitized, well_formed
 from .plan_looks import (
     LookCount,
     as_seed,
@@ -62,15 +64,21 @@ def _named_plans(events: list[dict], origin: dict) -> list[dict]:
     return [p for p in valid_plans(events) if names_plan(origin, payload(p)["plan_hash"])]
 
 
+def seed_name(value: object) -> str | None:
+    """A seed program as an origin names it: a shipped seed's name, or a seed file's stem (``submit.run_origin``
+    writes the stem of run_info's ``seed=``, which may be a path), so a plan and an origin compare like with like."""
+    return PurePath(value).stem if isinstance(value, str) and value else None
+
+
 def _plan_broken(events: list[dict], plan_event: dict, entry: dict, origin: dict) -> str:
     """Why the plan does not vouch for this entry, or ''."""
     plan, body = payload(plan_event), payload(entry)
     seed = as_seed(origin.get("random_seed"))
     if plan.get("board") != body.get("board"):
         return f"the plan is for board {plan.get('board')}, the entry is on {body.get('board')}"
-    if plan.get("seed_program") != origin.get("seed"):
+    if seed_name(plan.get("seed_program")) is None or seed_name(plan.get("seed_program")) != seed_name(origin.get("seed")):
         return f"the plan's seed program is {plan.get('seed_program')}, the entry's origin says {origin.get('seed')}"
-    if seed is None or seed not in (plan.get("random_seeds") or []):
+    if seed is None or seed not in plan_seeds(plan):
         return f"random seed {origin.get('random_seed')!r} is not one of the plan's {plan.get('random_seeds')}"
     if body.get("round", 1) != plan.get("round"):
         return f"the entry was scored on round {body.get('round', 1)}, the plan names round {plan.get('round')}"
@@ -81,7 +89,11 @@ def _plan_broken(events: list[dict], plan_event: dict, entry: dict, origin: dict
 
 
 def claim_verdict(events: list[dict], entry: dict) -> Claim:
-    """The entry's claim checked against the ledger ``events`` (module doc); it states the looks either way."""
+    """The entry's claim checked against the ledger ``events`` (module doc); it states the looks either way. A
+    malformed event is skipped (``ledger_fields.sanitized``); a malformed entry fails."""
+    if not well_formed(entry):
+        return Claim(False, 0, 0, "the entry's event is malformed (its seq or payload): it claims nothing")
+    events = sanitized(events)
     body = payload(entry)
     origin = body.get("origin") if isinstance(body.get("origin"), dict) else {}
     seq = entry.get("seq", len(events))
@@ -115,7 +127,7 @@ def _family_seed_broken(events: list[dict], plan_event: dict, seed: int | None) 
     program and round fixed the seeds (``plan_looks.first_of_family``); a later plan of the family adding a
     seed is another chance at the same test items, not a new plan (second red team: five one-seed plans)."""
     first = first_of_family(events, plan_event)
-    seeds = payload(first).get("random_seeds") or []
+    seeds = plan_seeds(payload(first))
     if first is plan_event or seed in seeds:
         return ""
     return (f"random seed {seed} was not registered by the first plan of its family (author, board, seed program, "
@@ -177,9 +189,9 @@ def round_claim_broken(events: list[dict], plan_event: dict) -> str:
     """Why the plan's statement about its round is false, or ''. A plan says the round's commitment it was made
     under (None: the secret did not exist yet); a ``round`` event for that round earlier in the ledger with another
     commitment, or any when it says None, means the plan was recorded after the test items could be known."""
-    plan = plan_event.get("payload") or {}
-    for e in events[: plan_event["seq"]]:
-        data = e.get("payload") or {}
+    plan = payload(plan_event)
+    for e in sanitized(events)[: plan_event.get("seq", 0)]:
+        data = payload(e)
         if e.get("kind") == "round" and data.get("round") == plan.get("round") \
                 and data.get("commitment") != plan.get("round_commitment"):
             return (f"the plan (seq {plan_event['seq']}) says round {plan.get('round')}'s commitment was "

@@ -79,3 +79,24 @@ def claims_plan(event: dict, plan_hash: str, seed: int | None, owner: str = "") 
 def plan_owner(plan: dict) -> str:
     """The plan's author key ('' for a plan recorded before plans named their author)."""
     return _key(plan.get("author_key") or plan.get("author"))
+
+
+def well_formed(event: object) -> bool:
+    """An event the claim can read: a dict with an int ``seq`` (not a bool, >= 0) and a dict ``payload``."""
+    if not isinstance(event, dict):
+        return False
+    seq = event.get("seq")
+    return isinstance(seq, int) and not isinstance(seq, bool) and seq >= 0 and isinstance(event.get("payload"), dict)
+
+
+def sanitized(events: Iterable[dict]) -> list[dict]:
+    """``events`` with each malformed one (``well_formed``) replaced, in place, by an event of kind ``malformed``
+    that nothing counts: a hash-valid but odd payload is skipped, never a crash, and the positions (which the
+    checks slice by seq) stay."""
+    return [e if well_formed(e) else {"seq": i, "kind": "malformed", "payload": {}} for i, e in enumerate(events)]
+
+
+def plan_seeds(plan: dict) -> list[int]:
+    """A plan's random seeds as the ledger holds them, each valid one (``as_seed``); [] when not a list."""
+    seeds = plan.get("random_seeds")
+    return [s for s in (as_seed(v) for v in seeds) if s is not None] if isinstance(seeds, list) else []

@@ -43,6 +43,8 @@ from .ledger_fields import (  # noqa: F401 (re-exported: claims, preregister, le
     names_plan,
     payload,
     plan_owner,
+    plan_seeds,
+    sanitized,
     valid_plans,
 )
 from .seed_entries import other_seed_looks
@@ -71,11 +73,6 @@ def first_of_family(events: list[dict], plan_event: dict) -> dict:
                 and other.get("round") == plan.get("round") and same_seed_program(other, plan):
             return p
     return plan_event
-
-
-def _seeds(plan: dict) -> list[int]:
-    seeds = plan.get("random_seeds")
-    return [s for s in (as_seed(v) for v in seeds) if s is not None] if isinstance(seeds, list) else []
 
 
 @dataclass(frozen=True)
@@ -158,7 +155,7 @@ def _family_events(events: list[dict], plan_event: dict, seed: int, stop: int) -
     ``stop``."""
     plan = payload(plan_event)
     earlier = [p for p in valid_plans(events[: plan_event.get("seq", 0)])
-               if payload(p).get("board") == plan.get("board") and seed in _seeds(payload(p))
+               if payload(p).get("board") == plan.get("board") and seed in plan_seeds(payload(p))
                and same_seed_program(payload(p), plan)
                and payload(p).get("plan_hash") != plan.get("plan_hash")]
     found = []
@@ -186,18 +183,18 @@ def looks_table(events: Iterable[dict]) -> pd.DataFrame:
     ``first_of_family``: author, board, seed program, round) and ``family_seeds`` (how many seeds its first plan
     registered: a total above it means plans beyond the first were looked at). Then tagged looks naming no recorded plan (``note`` says so) and, per
     board, the looks no plan row holds (``NO_PLAN``: baselines, hand-made entries)."""
-    events = list(events)
+    events = sanitized(events)  # a malformed event is skipped, never a crash
     rows, held = [], set()
     plans = valid_plans(events)
     for p in plans:
-        for seed in _seeds(payload(p)):
+        for seed in plan_seeds(payload(p)):
             full = str(payload(p)["plan_hash"])
             entry = next((e for e in events if claims_plan(e, full, seed, plan_owner(payload(p)))), None)
             c = count_looks(events, p, seed, entry)
             held |= set(c.counted + c.after + c.foreign)
             first = first_of_family(events, p)
             rows.append({"board": c.board, "round": c.round, "plan": full[:PREFIX], "family": c.family,
-                         "first_plan": str(payload(first)["plan_hash"]), "family_seeds": len(_seeds(payload(first))),
+                         "first_plan": str(payload(first)["plan_hash"]), "family_seeds": len(plan_seeds(payload(first))),
                          "random_seed": seed, "looks": len(c.counted), "after": len(c.after),
                          "foreign": len(c.foreign), "authors": ", ".join(c.authors), "names": ", ".join(c.names),
                          "note": "" if entry else "no entry claims it"})

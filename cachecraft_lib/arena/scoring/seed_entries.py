@@ -13,7 +13,7 @@ the looks its own seeds' entries recorded.
 
 from __future__ import annotations
 
-from .ledger_fields import as_seed, author_of, claims_plan, payload, plan_owner
+from .ledger_fields import author_of, claims_plan, payload, plan_owner, plan_seeds
 
 
 def entry_look(events: list[dict], entry: dict) -> int | None:
@@ -35,9 +35,8 @@ def seed_entries(events: list[dict], plan_event: dict, owner: str = "") -> dict[
     the plan and that seed: at most one per seed."""
     plan = payload(plan_event)
     full, owner = str(plan.get("plan_hash")), plan_owner(plan) or owner
-    seeds = plan.get("random_seeds") if isinstance(plan.get("random_seeds"), list) else []
     found: dict[int, dict] = {}
-    for seed in {s for s in (as_seed(v) for v in seeds) if s is not None}:
+    for seed in set(plan_seeds(plan)):
         first = next((e for e in events if claims_plan(e, full, seed, owner)), None)
         if first is not None:
             found[seed] = first
