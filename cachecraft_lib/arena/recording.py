@@ -22,12 +22,9 @@ from ..methods.registry import NO_PRESS
 from .boards.boards import Board
 from .results import Entry
 from .scoring.gate import gate
+from .scoring.ledger_fields import payload
 
 ENTRY_ID = re.compile(r"baseline-[a-z0-9_]{1,64}|entry-[0-9]{1,12}")
-
-
-def payload(event: dict) -> dict:
-    return event.get("payload", event)
 
 
 def private_path(root: Path, round_: int, board: str, entry_id: str) -> Path:

@@ -37,6 +37,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from .ledger_fields import payload  # the one reader of an event's payload (also for malformed ones)
+
 SCORED = ("baseline", "submission")
 COLUMNS = ["board", "rank", "rank_range", "shares_rank_with", "rank_basis", "name", "author", "kind", "overall", "lo", "hi", "accuracy", "memory", "memory_physical",
            "speed", "overhead", "eligible", "moved", "gain", "gain_lo", "gain_hi", "points", "novelty", "effectiveness",
@@ -46,11 +48,6 @@ UnitsOf = Callable[[str, str], "pd.DataFrame | None"]  # (board, name) -> that e
 JUDGED = ("novelty", "effectiveness", "soundness", "judge")
 NO_PLAN = "no plan"  # plan_looks.NO_PLAN
 PLAN_PREFIX = 16  # a plan is named by its hash's first 16 hex digits, as an entry's origin names it
-
-
-def payload(event: dict) -> dict:
-    """An event's payload, whether the ledger nests it (``{"kind", "payload", ...}``) or not."""
-    return event.get("payload", event)
 
 
 def entries(events: Iterable[dict]) -> pd.DataFrame:
