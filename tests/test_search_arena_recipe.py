@@ -29,8 +29,8 @@ def run_recipe(folder: Path, column: str | None = None) -> tuple[float, float, f
     out = io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.chdir(folder):
         exec(block, {})
-    numbers = [float(x) for x in re.findall(r"-?\d+\.\d+(?:e-?\d+)?", out.getvalue())]
-    return numbers[0], numbers[1], numbers[2]
+    gain, lo, hi = (float(x) for x in out.getvalue().split())  # any float format: 0.0, -1e-05, nan
+    return gain, lo, hi
 
 
 def _units(frame: pd.DataFrame, name: str) -> pd.DataFrame:
@@ -63,3 +63,12 @@ def test_the_committed_file_reproduces_the_committed_table():
     for seed in test.index.drop("pooled"):
         row = test.loc[seed]
         assert run_recipe(REPO, f"search-v1-{seed}") == pytest.approx((row.gain, row.lo, row.hi), abs=1e-4)
+
+
+def test_the_recipe_prints_three_numbers_when_the_interval_is_exactly_zero(tmp_path):
+    """A program that keeps what FRC keeps scores the same on every unit: numpy prints such an interval as
+    ``[0. 0.]``, which once read as one number and failed CI. The recipe prints three plain floats."""
+    rows = [{"context_id": f"1024/vt/{i}", "task": "vt", "overall": 0.5, "method": m, "split": "test"}
+            for m in ("frc", "search-v1-0") for i in range(9)]
+    report.save_samples(pd.DataFrame(rows), "08_search_arena", tmp_path / "figures")
+    assert run_recipe(tmp_path) == (0.0, 0.0, 0.0)
