@@ -151,17 +151,23 @@ def test_every_evaluation_on_test_items_is_a_ledger_event(arena, tmp_path):
         return [e["payload"] for e in arena.ledger.events() if e["kind"] == "test_look"]
 
     assert [(x["author"], x["program"]) for x in looks()] == [("baseline", "baseline:snapkv")]
+    from cachecraft_lib.arena.scoring.behaviour import FAILED, UNSTABLE
     from cachecraft_lib.arena.scoring.code_shape import look_digests
 
     folder = _submission(tmp_path, "looked", "Looker")
     entry = arena.submit(folder, "A", SECRET)
     after = looks()
-    assert {"program_ast", "program_shape"} <= set(after[-1])  # the digests a renamed copy is caught by
+    # the digests a renamed copy, and a copy doing the same on the dev inputs, are caught by
+    assert {"program_ast", "program_shape", "program_behaviour"} <= set(after[-1])
+    behaviour = arena.behaviour(arena.board("A"), load_submission(folder))  # on the board's public dev inputs
+    assert behaviour not in (FAILED, UNSTABLE) and entry["code_behaviour"] == behaviour
     assert len(after) == 2 and after[-1] == {"board": "A", "round": 1, "author": "Looker", "author_key": "looker",
                                              "name": "looked", "program": entry["code_sha256"],
-                                             **look_digests((folder / "method.py").read_bytes())}
+                                             **look_digests((folder / "method.py").read_bytes()),
+                                             "program_behaviour": behaviour}
     arena.submit(_submission(tmp_path, "crashes", "looker", src=ASSETS / "crash"), "A", SECRET)
     assert len(looks()) == 3  # a crash on the test items was a look too
+    assert looks()[-1]["program_behaviour"] == FAILED  # it failed on the dev inputs first: the failing programs' one
     arena.submit(_submission(tmp_path, "snapkv", "looker"), "A", SECRET)  # refused before anything ran
     arena.reveal(SECRET)
     assert len(looks()) == 3

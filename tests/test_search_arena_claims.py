@@ -305,7 +305,9 @@ def test_the_committed_notebook_08_ledger_still_evaluates_as_an_old_ledger():
 @pytest.mark.slow
 def test_a_claim_made_through_the_real_arena_submit(tmp_path):
     """The smoke arena: a hand-made folder by another author claiming the plan fails; the plan author's entry holds
-    (not verified: no run), its look carrying the full plan hash and the normalised digest."""
+    (not verified: no run), its look carrying the full plan hash and the normalised and behavioural digests. The
+    two programs keep other tokens (other weights): a twin doing the same would share the behavioural digest, and
+    its look would count against the claim (test_behaviour_digest.py)."""
     import yaml
 
     from cachecraft_lib.arena.arena import Arena
@@ -317,7 +319,10 @@ def test_a_claim_made_through_the_real_arena_submit(tmp_path):
     verdicts = {}
     for author in ("mallory", OWNER):
         program = tmp_path / f"{author}.py"
-        program.write_text(seed_path("v1").read_text() + f"\nENTERED_BY = {author!r}\n")  # two programs
+        source = seed_path("v1").read_text()
+        if author == "mallory":  # two programs that keep other tokens
+            source = source.replace("WEIGHTS = (0.2, 0.2, 0.2, 0.2, 0.2)", "WEIGHTS = (0.6, 0.1, 0.1, 0.1, 0.1)")
+        program.write_text(source + f"\nENTERED_BY = {author!r}\n")
         folder = program_to_submission(program, tmp_path / author, f"pick-{author[:4]}", author=author,
                                        boards=("A",)).folder
         meta = yaml.safe_load((folder / "metadata.yaml").read_text())
@@ -329,8 +334,9 @@ def test_a_claim_made_through_the_real_arena_submit(tmp_path):
     assert not verdicts["mallory"].holds and "recorded by" in verdicts["mallory"].reason
     mine = verdicts[OWNER]
     assert mine.holds and mine.looks == 1 and NOT_VERIFIED in mine.reason, mine.reason
-    look = [e["payload"] for e in arena.ledger.events() if e["kind"] == "test_look"][-1]
+    theirs, look = [e["payload"] for e in arena.ledger.events() if e["kind"] == "test_look"][-2:]
     assert look["plan_hash"] == plan["payload"]["plan_hash"] and len(look["program_ast"]) == 64
+    assert len(look["program_behaviour"]) == 64 and theirs["program_behaviour"] != look["program_behaviour"]
 
 
 def test_two_seeds_of_one_plan_may_choose_the_same_program(tmp_path):

@@ -10,7 +10,8 @@
 - ``reveal``: check the round's salted commitment against the secret and show the test seeds.
 
 Every evaluation of any program on a round's test items is a ``test_look`` ledger event (author, program hash
-and its normalised digests ``program_ast`` and ``program_shape`` (``look_digests``), board, round; for a search's entry also its
+and its normalised digests ``program_ast`` and ``program_shape`` (``look_digests``), what it does on public dev inputs
+``program_behaviour`` (``scoring.behaviour``), board, round; for a search's entry also its
 origin's ``plan``/``plan_hash``, ``run_id`` and ``random_seed``), recorded before it runs: the leaderboard counts
 them per author and per pre-registered plan (``scoring.plan_looks``: every look at an entry's program counts
 against its claim, whatever its tag or author). ``dev`` and ``submit`` return
@@ -44,7 +45,7 @@ from .boards.items import board_items, split_seed
 from .recording import best_entry, entry_payload, payload, private_path, record_submission, save_units
 from .results import DevReport, Entry, Rejection
 from .scoring import score
-from .scoring.code_shape import checked_digests, look_digests
+from .scoring.code_shape import checked_digests
 
 LOOK_ORIGIN = ("plan", "plan_hash", "run_id", "random_seed")  # what a test look keeps of an origin (issue 49)
 
@@ -68,6 +69,7 @@ class Arena:
     _loaded: tuple[Any, Any] | None = field(default=None, init=False, repr=False)
     _loaded_name: str | None = field(default=None, init=False, repr=False)
     _ledger: Any = field(default=None, init=False, repr=False)
+    _probes: dict = field(default_factory=dict, init=False, repr=False)  # behaviour's dev inputs per board and model
 
     def __post_init__(self) -> None:
         self.boards = load_boards(board_data_profile(self.profile))  # the gpu stand-in: smoke boards
@@ -151,6 +153,20 @@ class Arena:
         rows = self.run(board, items, [contender])
         return DevReport(method=contender.name, **score.dev_report(base, rows, board, contender.name))
 
+    def behaviour(self, board: Board, sub: Any, **limits: Any) -> str | None:
+        """``program_behaviour``: the tokens ``sub`` keeps on the board's public dev inputs, in its sandbox
+        (``scoring.behaviour``; None where it does not see the hook the board runs); inputs once per board, model."""
+        from .scoring import behaviour as bh
+
+        if not bh.digestible(sub, board):
+            return None
+        model, tokenizer = self.model(board)
+        key = (repr(board), self._loaded_name)
+        if key not in self._probes:
+            self._probes[key] = bh.ProbeInputs(BoardRunner(model, tokenizer, board), self.items(board, "dev"))
+        ratios = [round(1.0 - keep, 6) for keep in board.budgets]  # in the board's order, as the runner's
+        return bh.behaviour_digest(sub, self._probes[key], ratios, limits)
+
     # --------------------------------------------------------------------------------------- test
     def _private(self, round_: int, board: str, entry_id: str) -> Path:
         return private_path(self.root, round_, board, entry_id)
@@ -225,7 +241,10 @@ class Arena:
             return self._reject(board, shown_name(folder), author, err)
         self.record_baselines(board.name, secret, round_)
         origin = metadata_origin(folder)  # e.g. a search run's id, seed, iterations and plan
-        # the same program under another comment, docstring or consistent renaming (arena/scoring/code_shape.py)
+        # the same program under another comment, docstring or consistent renaming (arena/scoring/code_shape.py),
+        # or doing the same on public dev inputs (arena/scoring/behaviour.py)
+        behaviour = self.behaviour(board, sub, **limits)
+        digests.update({"program_behaviour": behaviour} if behaviour else {})
         look = {"author": sub.author, "author_key": sub.author_key, "name": sub.name, "program": sub.code_sha256,
                 **digests, **look_origin(origin)}
         try:
@@ -248,9 +267,8 @@ class Arena:
             extra["allocation"] = sub.allocation
         if origin:
             extra["origin"] = origin
-        digests = look_digests(sub.code)  # the entry's own, as its look records them
-        extra.update({k: digests[f] for k, f in (("code_ast", "program_ast"), ("code_shape", "program_shape"))
-                      if f in digests})
+        extra.update({k: digests[f] for k, f in (("code_ast", "program_ast"), ("code_shape", "program_shape"),
+                                                 ("code_behaviour", "program_behaviour")) if f in digests})
         return record_submission(self.ledger, self.root, board, sub, score.unit_values(rows, board), round_, rule,
                                  extra)
 

@@ -17,9 +17,9 @@ Kept as written: what comes from outside, since it is what the program calls, no
 and other free names, imported module paths and imported names (``from m import f`` binds ``f``, whose local
 name is canonicalised, but ``m`` and ``f`` as the import's source are kept), attributes the program only reads
 (``np.zeros``, ``ctx.L``), keyword arguments of other callables (``mode="same"``), dunder names and string
-constants. Canonicalising those would make two programs calling different functions one look. Left open: a
-program rewritten in another form (a loop unrolled, a helper inlined, a name reached by ``getattr`` with a
-string) has another shape; only a referee's reading or a behavioural comparison would see it.
+constants. Canonicalising those would make two programs calling different functions one look. A program
+rewritten in another form (a loop unrolled, a helper inlined, a name reached by ``getattr`` with a string) has
+another shape: ``behaviour``'s digest of what it does on public dev inputs (``program_behaviour``) sees it.
 """
 
 from __future__ import annotations

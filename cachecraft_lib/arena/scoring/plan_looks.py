@@ -6,8 +6,9 @@ event, a random seed and optionally the entry claiming them, and sorts the ``tes
 board and round** into:
 
 - ``counted``: looks that spend the plan's one chance at the test items: every look at the entry's program
-  (its ``program`` hash, its normalised digest ``program_ast``: the code without comments and docstrings, or
-  its ``program_shape``: its own names canonical too, ``code_shape``; compared on the fields both events hold),
+  (its ``program`` hash, its normalised digest ``program_ast``: the code without comments and docstrings, its
+  ``program_shape``: its own names canonical too, ``code_shape``, or its ``program_behaviour``: the tokens it
+  keeps on public dev inputs, ``behaviour``; compared on the fields both events hold),
   whatever its plan tag or author (except the look recorded by the plan author's first preregistered entry for
   another of the plan's seeds from another run, which may have chosen the same program:
   ``seed_entries.other_seed_looks``), and every look the plan's author tagged with the plan and seed, up to and
@@ -131,19 +132,24 @@ def count_looks(events: list[dict], plan_event: dict, seed: int, entry: dict | N
                      tags_before, before_plan, tuple(dict.fromkeys(authors)), tuple(dict.fromkeys(names)))
 
 
+LOOK_FIELDS = ("program", "program_ast", "program_shape", "program_behaviour")  # a look's digests, finest first
+ENTRY_FIELDS = ("code_sha256", "code_ast", "code_shape", "code_behaviour")  # the same, as an entry names them
+
+
 def look_programs(data: dict) -> set[str]:
-    """A look's digests of its program: SHA-256, ``program_ast``, ``program_shape`` (``code_shape``), as held."""
-    return {p for p in (data.get("program"), data.get("program_ast"), data.get("program_shape"))
-            if isinstance(p, str) and p}
+    """A look's digests of its program: SHA-256, ``program_ast``, ``program_shape`` (``code_shape``) and
+    ``program_behaviour`` (``behaviour``), as held."""
+    return {p for p in (data.get(k) for k in LOOK_FIELDS) if isinstance(p, str) and p}
 
 
 def entry_programs(events: list[dict], body: dict) -> set[str]:
-    """An entry's digests of its program: its SHA-256, ``code_ast``, ``code_shape``, and the ``program_ast`` and
-    ``program_shape`` of any look at the same SHA-256 (the entry's own look records them). The three are ever
-    coarser functions of the code (SHA-256, then comments and docstrings aside, then names too), so a look
-    matching on any one both events hold is a look at this program, renamed at most."""
+    """An entry's digests of its program: its SHA-256, ``code_ast``, ``code_shape``, ``code_behaviour``, and the
+    digests of any look at the same SHA-256 (the entry's own look records them). Each is a coarser function of
+    the program (SHA-256; comments and docstrings aside; names too; then only the tokens it keeps on public dev
+    inputs), so a look matching on any one both events hold is a look at this program or at one doing the same
+    there (the shape and behaviour digests hash a prefix of their own: no two kinds match by accident)."""
     sha = body.get("code_sha256")
-    found = {p for p in (sha, body.get("code_ast"), body.get("code_shape")) if isinstance(p, str) and p}
+    found = {p for p in (body.get(k) for k in ENTRY_FIELDS) if isinstance(p, str) and p}
     for e in events:
         if e.get("kind") == "test_look" and isinstance(sha, str) and payload(e).get("program") == sha:
             found |= look_programs(payload(e))
