@@ -1,6 +1,7 @@
-"""``selected.json``'s digests travel into the entry's origin (second red team, 2026-12-05): ``submit-search``
-carries them (``carry_selection``) and ``verify_claim`` compares the run folder's with the origin's, so a
-selection file rewritten after the entry, every file agreeing with the others, is caught. No model."""
+"""``selected.json``'s digests travel into the entry's origin (second red team, 2026-12-05):
+``search.submit.prepare`` carries them (``carry_selection``, for ``submit-search`` and notebook 08 alike) and
+``verify_claim`` compares the run folder's with the origin's, so a selection file rewritten after the entry,
+every file agreeing with the others, is caught. No model."""
 
 from __future__ import annotations
 
@@ -10,16 +11,14 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pandas as pd
-import pytest
 import yaml
 from test_search_arena_claims import OWNER, _enter, _origin, _plan, _selected_run
 
 from cachecraft_lib.arena.scoring.ledger import Ledger
 from cachecraft_lib.arena.submissions.folder import METADATA_FILE, metadata_origin
-from cachecraft_lib.cli.arena_submit_search import carry_selection
 from cachecraft_lib.search import selection
 from cachecraft_lib.search.preregister import verify_claim
-from cachecraft_lib.search.submit import run_origin
+from cachecraft_lib.search.submit import carry_selection, run_origin
 
 
 def _units(run: Path, c_values: list[float]) -> None:

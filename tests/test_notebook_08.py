@@ -38,6 +38,7 @@ def check(r: dict, figures) -> None:
         chosen, origin = r["chosen"][s], r["origins"][s]
         assert chosen["child_id"] in chosen["shortlist"] and len(chosen["shortlist"]) <= 2
         assert origin["registration"] == "preregistered" and len(origin["plan"]) == 16
+        assert all(len(origin.get(k, "")) == 64 for k in selection.DIGEST_KEYS)  # the selection bound in the ledger
         assert origin["child_id"] == chosen["child_id"] and origin["random_seed"] == int(s)
     assert r["claims"] == {"search-v1-0": True, "search-v1-1": True}  # each label holds against the ledger
     assert r["claim_looks"] == {"search-v1-0": 1, "search-v1-1": 1}  # one test look per plan and seed, stated

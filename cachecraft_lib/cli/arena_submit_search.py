@@ -133,7 +133,6 @@ def _submit_run(args: argparse.Namespace, arena: Any, run: str, reg: Any, secret
         out = out if args.top <= 1 else out / name
         prepared = prepare(run, out, args.board, arena, name=name, author=author, child=child,
                            rank=rank if args.top > 1 else None, registration=reg)
-        carry_selection(prepared, run)
         gain = prepared.dev.get("gain")
         print(f"wrote {out} ({len(prepared.edits)} edits from the seed); dev (all contexts, including those the "
               f"search climbed): overall {prepared.dev['scores'][prepared.dev['method']]['overall']:.3f}"
@@ -152,28 +151,6 @@ def _submit_run(args: argparse.Namespace, arena: Any, run: str, reg: Any, secret
         if reg is not None and reg.plan_event is not None:
             print_claim(arena, args.board, entry["name"], run)
     return status, first
-
-
-def carry_selection(prepared: Any, run: str) -> dict[str, str]:
-    """When the prepared entry is the run's selection (``selected/``, not a ``--top`` rank), carry
-    ``selected.json``'s digests (``selection.selection_digests``) into its metadata origin: the ledger then holds
-    them and ``verify_claim`` compares the run folder with them (a selection file changed after the entry fails).
-    Returns what was carried."""
-    import yaml
-
-    from ..arena.submissions.folder import METADATA_FILE
-    from ..search.selection import read_selected, selection_digests
-
-    chosen = read_selected(run)
-    if chosen is None or prepared.origin.get("child_id") != chosen[0] or "rank" in prepared.origin:
-        return {}
-    digests = selection_digests(run)
-    path = Path(prepared.folder) / METADATA_FILE
-    meta = yaml.safe_load(path.read_text())
-    meta["origin"] = {**(meta.get("origin") or {}), **digests}
-    path.write_text(yaml.safe_dump(meta, sort_keys=False))
-    prepared.origin.update(digests)
-    return digests
 
 
 def print_claim(arena: Any, board: str, name: str, run: str) -> bool:

@@ -222,7 +222,28 @@ def prepare(run_folder: str | Path, out_dir: str | Path, board: str, arena: Any,
     edits = edit_lineage(run_folder, child[0] if child else None)
     (out / DESCRIPTION_FILE).write_text(description(name, origin, edits, dev_json, closest))
     load_submission(out)  # the final folder still passes `arena check`
-    return SearchSubmission(out, origin, edits, dev_json, closest)
+    prepared = SearchSubmission(out, origin, edits, dev_json, closest)
+    carry_selection(prepared, run_folder)
+    return prepared
+
+
+def carry_selection(prepared: SearchSubmission, run_folder: str | Path) -> dict[str, str]:
+    """When the prepared entry is the run's selection (``selected/``, not a ``--top`` rank), carry
+    ``selected.json``'s digests (``selection.selection_digests``) into its metadata origin, whoever prepares it
+    (``submit-search``, notebook 08): the ledger then holds them and ``verify_claim`` compares the run folder with
+    them (a selection file changed after the entry fails). Returns what was carried."""
+    from .selection import read_selected, selection_digests
+
+    chosen = read_selected(run_folder)
+    if chosen is None or prepared.origin.get("child_id") != chosen[0] or "rank" in prepared.origin:
+        return {}
+    digests = selection_digests(run_folder)
+    path = Path(prepared.folder) / METADATA_FILE
+    meta = yaml.safe_load(path.read_text())
+    meta["origin"] = {**(meta.get("origin") or {}), **digests}
+    path.write_text(yaml.safe_dump(meta, sort_keys=False))
+    prepared.origin.update(digests)
+    return digests
 
 
 def submit(prepared: SearchSubmission, board: str, arena: Any, secret: bytes, round_: int = 1,
