@@ -105,7 +105,7 @@ def choose(candidates: list[tuple[str, str]], selection_scores: Mapping[str, flo
 def select(run_folder: str | Path, selection_fitness: Any, top_k: int = TOP_K) -> Selected:
     """Score the run's top ``top_k`` (by search-half fitness) on the selection half (``selection_fitness``: a
     ``BoardFitness`` on those contexts with gate 0) and choose by ``choose``; written to ``<run>/selected/``."""
-    from .submit import top_children
+    from .run_picks import top_children
 
     picks = top_children(run_folder, top_k)
     results = selection_fitness.evaluate([code for _, code in picks])
@@ -248,7 +248,7 @@ def selection_broken(run_folder: str | Path, top_k: int) -> str:
     """Why ``<run>/selected/`` is not what the rule picks from this run, or ''. The shortlist must be the run's top
     ``top_k`` (from its trace), the chosen id the rule's choice on the shortlist's selection-half scores, and the
     program that child's code: a hand-edited choice, or the search half's best, is not the pre-registered pick."""
-    from .submit import top_children
+    from .run_picks import top_children
 
     chosen = read_selected(run_folder)
     shortlist = Path(run_folder) / SELECTED / "shortlist.csv"

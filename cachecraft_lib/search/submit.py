@@ -24,6 +24,7 @@ import yaml
 
 from ..arena.submissions.folder import DESCRIPTION_FILE, METADATA_FILE
 from ..arena.submissions.from_program import find_program, program_to_submission
+from .run_picks import best_id, top_children  # noqa: F401 (top_children: re-exported for the CLI)
 from .runlog import best_child, lineage, load_run
 
 LINEAGE_SHOWN = 12  # edits listed in DESCRIPTION.md (the oldest elided beyond it)
@@ -69,12 +70,6 @@ def converted_method(code: str, child_id: str) -> bytes:
         return program_to_submission(program, Path(tmp) / "folder", "converted", boards=("A",)).code
 
 
-def best_id(run_folder: str | Path) -> str | None:
-    """The id of the program ``best/best_program.py`` holds (OpenEvolve's ``best_program_info.json``)."""
-    info = Path(run_folder) / "best" / "best_program_info.json"
-    return json.loads(info.read_text()).get("id") if info.exists() else None
-
-
 def edit_lineage(run_folder: str | Path, child_id: str | None = None) -> list[str]:
     """The mutator's stated change at each step from the seed to ``child_id`` (default: the run's best program),
     oldest first; empty when that program is the seed itself."""
@@ -84,24 +79,6 @@ def edit_lineage(run_folder: str | Path, child_id: str | None = None) -> list[st
     target = child_id or best_id(run_folder) or str(best_child(trace).child_id)
     by_id = trace.drop_duplicates("child_id").set_index("child_id")
     return [str(by_id.loc[i, "change"]) or "(no stated change)" for i in lineage(trace, target) if i in by_id.index]
-
-
-def top_children(run_folder: str | Path, k: int) -> list[tuple[str, str]]:
-    """The run's ``k`` best distinct programs as (child id, code), best first: valid children by fitness (the
-    earlier child wins a tie), a program's code counted once; the run's recorded best always leads."""
-    trace = load_run(run_folder).trace
-    first = best_id(run_folder)
-    if trace.empty:
-        return [(first or "best", find_program(run_folder).read_text())][:k]
-    ranked = trace[trace.valid].assign(is_best=lambda t: t.child_id == first)
-    ranked = ranked.sort_values(["is_best", "fitness", "iteration"], ascending=[False, False, True], kind="stable")
-    out: list[tuple[str, str]] = []
-    for child_id, code in zip(ranked.child_id, ranked.code, strict=True):
-        if code and code not in {c for _, c in out}:
-            out.append((str(child_id), code))
-        if len(out) == k:
-            break
-    return out
 
 
 def _closest(folder: Path) -> dict[str, Any] | None:
