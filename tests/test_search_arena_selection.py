@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -29,33 +30,61 @@ import pytest
 from test_search_preregister import _run
 
 from cachecraft_lib.arena.boards.boards import load_board
+from cachecraft_lib.arena.scoring.claims import claim_verdict
+from cachecraft_lib.arena.scoring.ledger import Ledger
 from cachecraft_lib.arena.submissions.from_program import program_to_submission
 from cachecraft_lib.search import selection
 from cachecraft_lib.search.candidate_result import candidate_name
+from cachecraft_lib.search.submit import converted_method
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "figures" / "samples"
-UNITS = SAMPLES / "08_search_arena_selection.csv.gz"
-SHORTLISTS = SAMPLES / "08_search_arena_shortlists.csv"
-LEDGER = SAMPLES / "08_search_arena_ledger.jsonl"
-PROGRAMS = SAMPLES / "08_search_arena_programs"
 EXCLUDED_TASK = "vt"  # its selection-half contexts are left out of the file (the full cache's floor)
+BOARDS = ["A", "B_offline"]  # notebook 08's committed cpu runs: board A's files plain, another board's suffixed
+CONTEXTS = {"A": 14, "B_offline": 7}  # selection-half contexts per child: A 16, B_offline 8, less vt's
 
 
-def _committed() -> tuple[pd.DataFrame, pd.DataFrame]:
-    if not UNITS.exists():
-        pytest.skip("figures/samples/08_search_arena_selection.csv.gz is not committed")
-    units = pd.read_csv(UNITS, dtype={"child_id": str, "context_id": str}, float_precision="round_trip")
-    return pd.read_csv(SHORTLISTS, dtype={"child_id": str}), units
+@dataclass(frozen=True)
+class Committed:
+    """One board's committed notebook 08 files (``figures/samples/``)."""
+
+    board: str
+
+    @property
+    def units(self) -> Path:
+        return SAMPLES / f"08_search_arena_selection{'' if self.board == 'A' else '_' + self.board}.csv.gz"
+
+    @property
+    def shortlists(self) -> Path:
+        return SAMPLES / ("08_search_arena_shortlists.csv" if self.board == "A"
+                          else f"08_search_arena_{self.board}_shortlists.csv")
+
+    @property
+    def ledger(self) -> Path:
+        return SAMPLES / ("08_search_arena_ledger.jsonl" if self.board == "A"
+                          else f"08_search_arena_{self.board}_ledger.jsonl")
+
+    @property
+    def programs(self) -> Path:
+        return SAMPLES / ("08_search_arena_programs" if self.board == "A" else f"08_search_arena_{self.board}_programs")
 
 
-def test_the_committed_selection_units_reproduce_the_shortlists_selection_fitness():
-    shortlist, units = _committed()
+def _committed(board: str = "A") -> tuple[pd.DataFrame, pd.DataFrame]:
+    files = Committed(board)
+    if not files.units.exists():
+        pytest.skip(f"{files.units.name} is not committed")
+    units = pd.read_csv(files.units, dtype={"child_id": str, "context_id": str}, float_precision="round_trip")
+    return pd.read_csv(files.shortlists, dtype={"child_id": str}), units
+
+
+@pytest.mark.parametrize("board", BOARDS)
+def test_the_committed_selection_units_reproduce_the_shortlists_selection_fitness(board):
+    shortlist, units = _committed(board)
     assert list(units.columns) == selection.UNIT_COLUMNS
     assert selection.units_disagree(shortlist, units) == []  # every shortlisted child, to float precision
     per_child = units.groupby(["random_seed", "child_id"]).context_id.apply(lambda c: tuple(sorted(c)))
-    assert per_child.nunique() == 1  # one selection half, the same contexts for every child: 16 at cpu, of which
-    assert len(per_child.iloc[0]) == 14 and "vt" not in set(units.task)  # task vt's 2 are excluded (full-cache floor)
+    assert per_child.nunique() == 1  # one selection half, the same contexts for every child, less task vt's
+    assert len(per_child.iloc[0]) == CONTEXTS[board] and "vt" not in set(units.task)  # (the full cache's floor)
     assert set(zip(units.random_seed, units.child_id, strict=True)) == set(zip(shortlist.random_seed,
                                                                              shortlist.child_id, strict=True))
     means = selection.unit_means(units)
@@ -64,8 +93,9 @@ def test_the_committed_selection_units_reproduce_the_shortlists_selection_fitnes
         assert means[(seed, chosen)] == pytest.approx(max(means[(seed, c)] for c in rows.child_id), abs=1e-12)
 
 
-def test_a_changed_row_of_the_selection_units_is_caught():
-    shortlist, units = _committed()
+@pytest.mark.parametrize("board", BOARDS)
+def test_a_changed_row_of_the_selection_units_is_caught(board):
+    shortlist, units = _committed(board)
     for i in (0, len(units) // 2, len(units) - 1):
         changed = units.copy()
         changed.loc[i, "overall"] += 1e-6
@@ -74,23 +104,24 @@ def test_a_changed_row_of_the_selection_units_is_caught():
     assert selection.units_disagree(shortlist, units.drop(index=units.index[units.child_id == units.child_id[0]]))
 
 
-def _ledger() -> list[dict]:
-    return [json.loads(line) for line in LEDGER.read_text().splitlines()]
+def _ledger(board: str = "A") -> list[dict]:
+    return [json.loads(line) for line in Committed(board).ledger.read_text().splitlines()]
 
 
-def _plan() -> dict:
-    return next(e["payload"] for e in _ledger() if e["kind"] == "plan")
+def _plan(board: str = "A") -> dict:
+    return next(e["payload"] for e in _ledger(board) if e["kind"] == "plan")
 
 
-def _entries() -> dict[int, dict]:
+def _entries(board: str = "A") -> dict[int, dict]:
     """The ledger's pre-registered search entries by random seed."""
-    return {e["payload"]["origin"]["random_seed"]: e["payload"] for e in _ledger() if e["kind"] == "submission"
+    return {e["payload"]["origin"]["random_seed"]: e["payload"] for e in _ledger(board) if e["kind"] == "submission"
             and (e["payload"].get("origin") or {}).get("registration") == "preregistered"}
 
 
-def half_problems(units: pd.DataFrame) -> list[str]:
+def half_problems(units: pd.DataFrame, board: str = "A") -> list[str]:
     """Where the per-unit file's contexts are not the plan's selection half (less the excluded task)."""
-    plan = _plan()
+    plan = _plan(board)
+    assert plan["board"] == board
     board = load_board(plan["profile"], plan["board"])
     halves = selection.split_dev(selection.dev_context_ids(board), plan["split_seed"])
     expected = {c for c in halves.selection if f"/{EXCLUDED_TASK}/" not in c}
@@ -110,9 +141,9 @@ def rule_pick(rows: pd.DataFrame) -> str:
     return min(zip(best.child_id.str.rsplit("-", n=1).str[0], best.child_id, strict=True))[1]
 
 
-def choice_problems(shortlist: pd.DataFrame) -> list[str]:
+def choice_problems(shortlist: pd.DataFrame, board: str = "A") -> list[str]:
     """Seeds whose ``chosen`` row is not the rule's pick, and ledger entries that are not the chosen child."""
-    entries = _entries()
+    entries = _entries(board)
     problems = []
     for seed, rows in shortlist.groupby("random_seed"):
         chosen = list(rows[rows.chosen].child_id)
@@ -125,20 +156,22 @@ def choice_problems(shortlist: pd.DataFrame) -> list[str]:
     return problems
 
 
-def test_the_committed_selection_units_are_the_plans_selection_half():
-    _, units = _committed()
-    assert half_problems(units) == []
+@pytest.mark.parametrize("board", BOARDS)
+def test_the_committed_selection_units_are_the_plans_selection_half(board):
+    _, units = _committed(board)
+    assert half_problems(units, board) == []
 
 
-def test_the_shortlists_chosen_children_are_the_rules_picks_and_the_ledgers_entries():
-    shortlist, _ = _committed()
-    assert choice_problems(shortlist) == []
+@pytest.mark.parametrize("board", BOARDS)
+def test_the_shortlists_chosen_children_are_the_rules_picks_and_the_ledgers_entries(board):
+    shortlist, _ = _committed(board)
+    assert choice_problems(shortlist, board) == []
     assert (shortlist.groupby("random_seed").selection_fitness.apply(lambda f: (f == f.max()).sum()) > 1).all()  # ties
 
 
-def _search_half_ids(units: pd.DataFrame) -> pd.DataFrame:
+def _search_half_ids(units: pd.DataFrame, board: str = "A") -> pd.DataFrame:
     """r7's wrong file: the same rows labelled with the search half's contexts of the same tasks."""
-    plan = _plan()
+    plan = _plan(board)
     halves = selection.split_dev(selection.dev_context_ids(load_board(plan["profile"], plan["board"])),
                                  plan["split_seed"])
     mapping = {}
@@ -158,22 +191,27 @@ def _chosen_moved(shortlist: pd.DataFrame) -> pd.DataFrame:
     return moved
 
 
-def test_wrong_committed_files_are_caught():
-    shortlist, units = _committed()
-    assert half_problems(_search_half_ids(units))  # means unchanged: units_disagree alone passed it
-    assert selection.units_disagree(shortlist, _search_half_ids(units)) == []
-    assert half_problems(units[units.task != "qa_1"])  # a task dropped
-    assert len(choice_problems(_chosen_moved(shortlist))) == 2 * shortlist.random_seed.nunique()
+@pytest.mark.parametrize("board", BOARDS)
+def test_wrong_committed_files_are_caught(board):
+    shortlist, units = _committed(board)
+    assert half_problems(_search_half_ids(units, board), board)  # means unchanged: units_disagree alone passed it
+    assert selection.units_disagree(shortlist, _search_half_ids(units, board)) == []
+    assert half_problems(units[units.task != "qa_1"], board)  # a task dropped
+    assert len(choice_problems(_chosen_moved(shortlist), board)) == 2 * shortlist.random_seed.nunique()
 
 
+@pytest.mark.parametrize("board", BOARDS)
 @pytest.mark.parametrize("random_seed", [0, 1])
-def test_the_committed_programs_are_the_ledgers_entries(tmp_path, random_seed):
+def test_the_committed_programs_are_the_ledgers_entries(tmp_path, random_seed, board):
     """The chosen child's code: its digest is the child id's, and converted as submit-search converted it at the
     time (the program file named ``search-<seed>.program.py`` after notebook 08's folder ``search-<seed>``: the
     name is method.py's first line) it is the method.py whose SHA-256 the ledger's entry records."""
-    entry = _entries()[random_seed]
-    code = (PROGRAMS / f"seed{random_seed}.py").read_text()
+    entry = _entries(board)[random_seed]
+    code = (Committed(board).programs / f"seed{random_seed}.py").read_text()
     assert candidate_name(code) == entry["origin"]["child_id"].rsplit("-", 1)[0]
+    if board != "A":  # a run since the child's file is named by its id (``converted_method``, as claims recompute)
+        assert hashlib.sha256(converted_method(code, entry["origin"]["child_id"])).hexdigest() == entry["code_sha256"]
+        return
     program = tmp_path / f"search-{random_seed}.program.py"
     program.write_text(code)
     sub = program_to_submission(program, tmp_path / "folder", entry["name"], boards=(entry["board"],))
@@ -211,3 +249,21 @@ def test_select_writes_every_shortlisted_childs_per_unit_selection_values(tmp_pa
     info = json.loads((run / selection.SELECTED / "selected.json").read_text())  # the files' digests, as written
     for key, name in [("shortlist_sha256", "shortlist.csv"), ("selection_units_sha256", selection.UNITS_FILE)]:
         assert info[key] == hashlib.sha256((run / selection.SELECTED / name).read_bytes()).hexdigest()
+
+
+def test_the_committed_b_offline_ledger_is_signed_and_its_two_claims_hold_with_one_look_each(tmp_path):
+    """The B_offline run's public ledger (a plan-tagged ledger, unlike board A's older one) verifies against its
+    published key, its plan comes before the round's commitment, and each seed's claim holds on one look."""
+    files = Committed("B_offline")
+    if not files.ledger.exists():
+        pytest.skip(f"{files.ledger.name} is not committed")
+    (tmp_path / "ledger.jsonl").write_bytes(files.ledger.read_bytes())
+    (tmp_path / "ledger.pub").write_bytes(files.ledger.with_suffix(".pub").read_bytes())
+    events = Ledger(tmp_path / "ledger.jsonl").events()  # LedgerTampered on an edited or unsigned line
+    kinds = [e["kind"] for e in events]
+    assert kinds[0] == "plan" and kinds.index("round") > 0 and events[0]["payload"]["board"] == "B_offline"
+    entries = [e for e in events if e["kind"] == "submission" and (e["payload"].get("origin") or {}).get("plan")]
+    assert sorted(e["payload"]["origin"]["random_seed"] for e in entries) == [0, 1]
+    for entry in entries:
+        verdict = claim_verdict(events, entry)
+        assert verdict.holds and verdict.looks == 1 and "old ledger" not in verdict.reason, verdict.reason
