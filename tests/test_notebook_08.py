@@ -61,6 +61,8 @@ def check(r: dict, figures) -> None:
     assert "embedded tiny model" in r["label"]
     table = pd.read_csv(figures / "table_search_arena_gains.csv")
     row = table[table.random_seed.astype(str) == "pooled"].iloc[0]
+    dev = table[table.split.str.startswith("dev")]  # smoke: one selection-half context per task, so no interval
+    assert dev.lo.isna().all() and (dev.verdict == "no interval (one context per task)").all()
     assert (row.gain, row.lo, row.hi) == pytest.approx((pooled["gain"], pooled["lo"], pooled["hi"]), abs=1e-4)
     assert run_recipe(_as_figures(figures)) == pytest.approx(
         (pooled["gain"], pooled["lo"], pooled["hi"]), abs=1e-6)  # the per-unit file reproduces it
