@@ -80,3 +80,18 @@ def _as_figures(folder):
     if not (root / "figures").exists():
         (root / "figures").symlink_to(folder)
     return root
+
+
+@pytest.mark.slow
+def test_notebook_08_on_board_b_offline_writes_its_own_files(tmp_path):
+    """Another board's run keeps board A's files: its tables and samples carry the board's name, and its label says
+    what a CPU verdict on a query-agnostic board means."""
+    figures = tmp_path / "f"
+    r = run_notebook(list_notebooks(["08"])[0], "smoke", out_dir=tmp_path, figures=figures,
+                     parameters={"ROOT": str(tmp_path / "arena"), "BOARD": "B_offline"}).records
+    assert r["board"] == "B_offline" and "query-agnostic compression" in r["label"]
+    names = {p.name for p in figures.rglob("*") if p.is_file()}
+    assert {"table_search_arena_gains_B_offline.csv", "08_search_arena_B_offline.csv.gz",
+            "08_search_arena_selection_B_offline.csv.gz", "08_search_arena_B_offline_ledger.jsonl"} <= names
+    assert not {n for n in names if "search_arena" in n and "B_offline" not in n}  # nothing under board A's names
+    assert "query-agnostic" in (figures / "table_search_arena_gains_B_offline.md").read_text()
