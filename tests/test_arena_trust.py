@@ -151,23 +151,28 @@ def test_every_evaluation_on_test_items_is_a_ledger_event(arena, tmp_path):
         return [e["payload"] for e in arena.ledger.events() if e["kind"] == "test_look"]
 
     assert [(x["author"], x["program"]) for x in looks()] == [("baseline", "baseline:snapkv")]
-    from cachecraft_lib.arena.scoring.behaviour import FAILED, UNSTABLE
+    from cachecraft_lib.arena.scoring.behaviour import FAILED, UNSTABLE, sketch_key
     from cachecraft_lib.arena.scoring.code_shape import look_digests
 
     folder = _submission(tmp_path, "looked", "Looker")
     entry = arena.submit(folder, "A", SECRET)
     after = looks()
-    # the digests a renamed copy, and a copy doing the same on the dev inputs, are caught by
-    assert {"program_ast", "program_shape", "program_behaviour"} <= set(after[-1])
-    behaviour = arena.behaviour(arena.board("A"), load_submission(folder))  # on the board's public dev inputs
-    assert behaviour not in (FAILED, UNSTABLE) and entry["code_behaviour"] == behaviour
+    # the digests a renamed copy, a copy doing the same, or nearly, on the round's test contexts, are caught by
+    assert {"program_ast", "program_shape", "program_behaviour", "program_sketch"} <= set(after[-1])
+    behaviour = arena.behaviour(arena.board("A"), load_submission(folder), SECRET, 1)  # keyed by the round
+    assert behaviour["program_behaviour"] not in (FAILED, UNSTABLE) and len(behaviour["program_sketch"]) == 1024
+    assert entry["code_behaviour"] == behaviour["program_behaviour"] and entry["code_sketch"] == behaviour[
+        "program_sketch"]
     assert len(after) == 2 and after[-1] == {"board": "A", "round": 1, "author": "Looker", "author_key": "looker",
                                              "name": "looked", "program": entry["code_sha256"],
-                                             **look_digests((folder / "method.py").read_bytes()),
-                                             "program_behaviour": behaviour}
+                                             **look_digests((folder / "method.py").read_bytes()), **behaviour}
+    probed = arena._probes[(repr(arena.board("A")), arena._loaded_name, sketch_key(SECRET, "A", 1))]
+    test_texts = set(arena.items(arena.board("A"), "test", SECRET, 1).context)  # the round's, not public dev's
+    assert set(probed.items.context) <= test_texts and not test_texts & set(arena.items(arena.board("A"),
+                                                                                        "dev").context)
     arena.submit(_submission(tmp_path, "crashes", "looker", src=ASSETS / "crash"), "A", SECRET)
     assert len(looks()) == 3  # a crash on the test items was a look too
-    assert looks()[-1]["program_behaviour"] == FAILED  # it failed on the dev inputs first: the failing programs' one
+    assert looks()[-1]["program_behaviour"] == FAILED and "program_sketch" not in looks()[-1]  # failing programs' one
     arena.submit(_submission(tmp_path, "snapkv", "looker"), "A", SECRET)  # refused before anything ran
     arena.reveal(SECRET)
     assert len(looks()) == 3

@@ -305,12 +305,13 @@ def test_the_committed_notebook_08_ledger_still_evaluates_as_an_old_ledger():
 @pytest.mark.slow
 def test_a_claim_made_through_the_real_arena_submit(tmp_path):
     """The smoke arena: a hand-made folder by another author claiming the plan fails; the plan author's entry holds
-    (not verified: no run), its look carrying the full plan hash and the normalised and behavioural digests. The
-    two programs keep other tokens (other weights): a twin doing the same would share the behavioural digest, and
-    its look would count against the claim (test_behaviour_digest.py)."""
+    (not verified: no run), its look carrying the full plan hash, the normalised and behavioural digests and the
+    behaviour sketch. The two programs keep other tokens (other weights): a twin doing the same, or nearly, would
+    share the digest or a near sketch, and its look would count against the claim (test_behaviour_digest.py)."""
     import yaml
 
     from cachecraft_lib.arena.arena import Arena
+    from cachecraft_lib.arena.scoring.behaviour_sketch import THRESHOLD, similarity
     from cachecraft_lib.arena.submissions.from_program import program_to_submission
 
     secret = hashlib.sha256(b"test_search_arena_claims").hexdigest().encode()
@@ -320,8 +321,9 @@ def test_a_claim_made_through_the_real_arena_submit(tmp_path):
     for author in ("mallory", OWNER):
         program = tmp_path / f"{author}.py"
         source = seed_path("v1").read_text()
-        if author == "mallory":  # two programs that keep other tokens
-            source = source.replace("WEIGHTS = (0.2, 0.2, 0.2, 0.2, 0.2)", "WEIGHTS = (0.6, 0.1, 0.1, 0.1, 0.1)")
+        if author == "mallory":  # two programs that keep other tokens (0.6, 0.1, 0.1, 0.1, 0.1) keeps nearly the same:
+            # one program by its sketch (estimated 0.92 on these contexts), and its look would count
+            source = source.replace("WEIGHTS = (0.2, 0.2, 0.2, 0.2, 0.2)", "WEIGHTS = (1.0, 0.0, 0.0, 0.0, 0.0)")
         program.write_text(source + f"\nENTERED_BY = {author!r}\n")
         folder = program_to_submission(program, tmp_path / author, f"pick-{author[:4]}", author=author,
                                        boards=("A",)).folder
@@ -337,6 +339,7 @@ def test_a_claim_made_through_the_real_arena_submit(tmp_path):
     theirs, look = [e["payload"] for e in arena.ledger.events() if e["kind"] == "test_look"][-2:]
     assert look["plan_hash"] == plan["payload"]["plan_hash"] and len(look["program_ast"]) == 64
     assert len(look["program_behaviour"]) == 64 and theirs["program_behaviour"] != look["program_behaviour"]
+    assert similarity(theirs["program_sketch"], look["program_sketch"]) < THRESHOLD  # not near either
 
 
 def test_two_seeds_of_one_plan_may_choose_the_same_program(tmp_path):

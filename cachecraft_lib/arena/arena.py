@@ -10,11 +10,11 @@
 - ``reveal``: check the round's salted commitment against the secret and show the test seeds.
 
 Every evaluation of any program on a round's test items is a ``test_look`` ledger event (author, program hash
-and its normalised digests ``program_ast`` and ``program_shape`` (``look_digests``), what it does on public dev inputs
-``program_behaviour`` (``scoring.behaviour``), board, round; for a search's entry also its
-origin's ``plan``/``plan_hash``, ``run_id`` and ``random_seed``), recorded before it runs: the leaderboard counts
-them per author and per pre-registered plan (``scoring.plan_looks``: every look at an entry's program counts
-against its claim, whatever its tag or author). ``dev`` and ``submit`` return
+and its normalised digests ``program_ast`` and ``program_shape`` (``look_digests``), what it keeps on the round's
+test contexts ``program_behaviour`` and ``program_sketch``, keyed (``scoring.behaviour``), board, round; for a
+search's entry also its origin's ``plan``/``plan_hash``, ``run_id`` and ``random_seed``), recorded before it
+runs: the leaderboard counts them per author and per pre-registered plan (``scoring.plan_looks``: every look
+at an entry's program counts against its claim, whatever its tag or author). ``dev`` and ``submit`` return
 dataclasses (``results.DevReport``, ``results.Entry``/``results.Rejection``) that also read like the dicts
 they replace. ``submit`` reads (and verifies) the ledger once before running and once under the lock at
 recording (``recording.record_submission``); the ledger verifies only lines it has not seen.
@@ -69,7 +69,7 @@ class Arena:
     _loaded: tuple[Any, Any] | None = field(default=None, init=False, repr=False)
     _loaded_name: str | None = field(default=None, init=False, repr=False)
     _ledger: Any = field(default=None, init=False, repr=False)
-    _probes: dict = field(default_factory=dict, init=False, repr=False)  # behaviour's dev inputs per board and model
+    _probes: dict = field(default_factory=dict, init=False, repr=False)  # behaviour's inputs per board, round, model
 
     def __post_init__(self) -> None:
         self.boards = load_boards(board_data_profile(self.profile))  # the gpu stand-in: smoke boards
@@ -153,19 +153,20 @@ class Arena:
         rows = self.run(board, items, [contender])
         return DevReport(method=contender.name, **score.dev_report(base, rows, board, contender.name))
 
-    def behaviour(self, board: Board, sub: Any, **limits: Any) -> str | None:
-        """``program_behaviour``: the tokens ``sub`` keeps on the board's public dev inputs, in its sandbox
-        (``scoring.behaviour``; None where it does not see the hook the board runs); inputs once per board, model."""
+    def behaviour(self, board: Board, sub: Any, secret: bytes, round_: int = 1, **limits: Any) -> dict[str, str]:
+        """``program_behaviour`` and ``program_sketch`` of ``sub`` on the round's first test context per task, keyed
+        by its secret (``scoring.behaviour``; {} where it does not see the board's hook); inputs once per key."""
         from .scoring import behaviour as bh
 
         if not bh.digestible(sub, board):
-            return None
+            return {}
         model, tokenizer = self.model(board)
-        key = (repr(board), self._loaded_name)
-        if key not in self._probes:
-            self._probes[key] = bh.ProbeInputs(BoardRunner(model, tokenizer, board), self.items(board, "dev"))
-        ratios = [round(1.0 - keep, 6) for keep in board.budgets]  # in the board's order, as the runner's
-        return bh.behaviour_digest(sub, self._probes[key], ratios, limits)
+        key = bh.sketch_key(secret, board.name, round_)
+        cached = (repr(board), self._loaded_name, key)
+        if cached not in self._probes:
+            self._probes[cached] = bh.ProbeInputs(BoardRunner(model, tokenizer, board),
+                                                  self.items(board, "test", secret, round_))
+        return bh.behaviour_probe(sub, self._probes[cached], bh.board_ratios(board), limits, key)
 
     # --------------------------------------------------------------------------------------- test
     def _private(self, round_: int, board: str, entry_id: str) -> Path:
@@ -242,9 +243,8 @@ class Arena:
         self.record_baselines(board.name, secret, round_)
         origin = metadata_origin(folder)  # e.g. a search run's id, seed, iterations and plan
         # the same program under another comment, docstring or consistent renaming (arena/scoring/code_shape.py),
-        # or doing the same on public dev inputs (arena/scoring/behaviour.py)
-        behaviour = self.behaviour(board, sub, **limits)
-        digests.update({"program_behaviour": behaviour} if behaviour else {})
+        # or keeping (nearly) the same tokens on the round's test contexts (arena/scoring/behaviour.py)
+        digests.update(self.behaviour(board, sub, secret, round_, **limits))
         look = {"author": sub.author, "author_key": sub.author_key, "name": sub.name, "program": sub.code_sha256,
                 **digests, **look_origin(origin)}
         try:
@@ -268,7 +268,8 @@ class Arena:
         if origin:
             extra["origin"] = origin
         extra.update({k: digests[f] for k, f in (("code_ast", "program_ast"), ("code_shape", "program_shape"),
-                                                 ("code_behaviour", "program_behaviour")) if f in digests})
+                                                 ("code_behaviour", "program_behaviour"),
+                                                 ("code_sketch", "program_sketch")) if f in digests})
         return record_submission(self.ledger, self.root, board, sub, score.unit_values(rows, board), round_, rule,
                                  extra)
 

@@ -1,25 +1,28 @@
-"""A digest of what a program *does* on fixed public inputs: ``program_behaviour`` (``plan_looks`` counts looks by it).
+"""What a program *does* on a round's test contexts: ``program_behaviour`` and ``program_sketch`` (``plan_looks``).
 
 Why: ``code_shape``'s digests see the code's form, and a red team (2026-12-05) re-entered one program under forms
 that keep what it does (a dead ``pass``, ``x + 0``, a helper inlined, a loop unrolled, a name reached through
-``getattr``): each a new shape, so each a fresh look at the test items. ``behaviour_digest`` is the SHA-256 of
-the tokens the program keeps, run in the arena's sandbox exactly as the board runs it (a fresh sandbox per
-context; per budget, every layer in order; the same arrays the press sends) on ``ProbeInputs``: the first
-context of each task of the board's **dev** split (public, the same every time; never a test item), at every
-budget of the board. Per layer it hashes the kept indices per KV head: a ``score`` answer's ``budget`` highest
-per head (ties: the earlier token; over all heads at once when the entry's allocation is head-adaptive), a
-``keep`` answer's indices, and a ``Rewrite``'s contents byte for byte. Ranks, not scores, so ``2 * s`` or
-``s + 1`` is the same behaviour, and float noise moves a digest only where it swaps two tokens at the budget's
-edge. The trade-off: two different programs keeping the same tokens on every layer, budget and context of those
-few dev contexts share a digest (one look); more contexts would make that rarer at the cost of more sandbox
-calls per submission.
+``getattr``): each a new shape, so each a fresh look at the test items. ``behaviour_probe`` runs the program in
+the arena's sandbox exactly as the board runs it (a fresh sandbox per context; per budget, every layer in order;
+the same arrays the press sends) on ``ProbeInputs``: ``Arena.behaviour`` gives it the first context of each task
+of the round's **test** split (the organiser's side: the secret and the items never leave it), at every budget
+of the board. Per layer it takes the kept (context, budget, layer, KV head, token) tuples: a ``score`` answer's
+``budget`` highest per head (ties: the earlier token; over all heads at once when the entry's allocation is
+head-adaptive), a ``keep`` answer's indices, and a ``Rewrite``'s arrays byte for byte (``behaviour_sketch``).
+Ranks, not scores, so ``2 * s`` or ``s + 1`` is the same behaviour. It records the exact keyed digest of that
+set (``program_behaviour``) and its keyed MinHash sketch (``program_sketch``), which ``plan_looks`` matches
+when near (``behaviour_sketch.THRESHOLD``), so a variant changing a few kept tokens is the same look.
 
-A program that fails on these inputs gets ``FAILED`` and one whose two runs differ gets ``UNSTABLE`` (the
-sandbox does not load ``numpy.random``, but a string's ``hash`` and an object's address differ per process):
-each one digest shared by every such program, so neither failing nor randomness buys a fresh digest, and an
-honest program (which runs, the same every time) never shares it. Left open: a program that recognises these
-public inputs and behaves otherwise on them only, or keys on the date (``numpy.datetime64('now')``); a probe,
-whole-cache or decode-time hook (no digest: ``None``, as when the harness itself fails).
+Until the fifth red team the inputs were the board's public dev contexts: a program could recognise them and
+change one kept token there only, a fresh digest each time with the same behaviour on the test items. On the
+test contexts themselves it cannot act otherwise without acting otherwise on scored items.
+
+A program that fails on these inputs gets ``FAILED`` and one whose two runs differ gets ``UNSTABLE`` as its
+``program_behaviour`` and no sketch (the sandbox does not load ``numpy.random``, but a string's ``hash`` and an
+object's address differ per process): each one digest shared by every such program, so neither failing nor
+randomness buys a fresh look, and an honest program (which runs, the same every time) never shares it. Left
+open: a program keying on the date (``numpy.datetime64('now')``) or acting otherwise only on test contexts that
+are not the first of their task; a probe, whole-cache or decode-time hook (no digest, as when the harness fails).
 """
 
 from __future__ import annotations
@@ -31,8 +34,10 @@ from typing import Any
 
 import numpy as np
 
+from .behaviour_sketch import kept_codes, keyed_digest, minhash, sketch_key  # noqa: F401 (sketch_key: arena)
+
 DIGEST_RUNS = 2  # runs compared: a program whose runs differ is UNSTABLE
-KEEP_BYTES = 256 << 20  # the dev inputs kept between submissions up to this size (``ProbeInputs``)
+KEEP_BYTES = 256 << 20  # the probe's inputs kept between submissions up to this size (``ProbeInputs``)
 FAILED = hashlib.sha256(b"behaviour:failed on the public inputs").hexdigest()
 UNSTABLE = hashlib.sha256(b"behaviour:differs between runs on the same inputs").hexdigest()
 
@@ -50,13 +55,13 @@ class LayerInput:
 
 
 def probe_items(items: Any) -> Any:
-    """The dev items the digest runs on: the first context of each task (items in their split's order)."""
+    """The items the probe runs on: the first context of each task (items in their split's order)."""
     firsts = items.drop_duplicates("task", keep="first").context_id
     return items[items.context_id.isin(set(firsts))]
 
 
 class ProbeInputs:
-    """The digest's inputs for one board and model (``probe_items`` of ``items``): per context, its layers' inputs
+    """The probe's inputs for one board, round and model (``probe_items`` of ``items``): per context, its layers' inputs
     from one shared prefill (``runner``: a ``BoardRunner``, for its model and tokenisation), as the sandboxed
     press computes them. Computed a context at a time and kept for the next submission when they fit in
     ``KEEP_BYTES`` (the cpu boards': about 10 MB); a larger model's are computed again each time."""
@@ -97,40 +102,30 @@ class ProbeInputs:
         return layers
 
 
-def kept(sub: Any, parts: dict[str, np.ndarray], shape: tuple[int, int, int], budget: int) -> list[bytes]:
-    """What the cache keeps of one layer given the method's raw answer (validated as the press validates it)."""
-    from ..submissions.sandbox import validate_indices, validate_rewrite, validate_scores
-
-    heads, tokens, _ = shape
-    if sub.returns == "scores":
-        scores = validate_scores(parts["out"], heads, tokens)
-        if getattr(sub, "allocation", "uniform") == "head_adaptive":
-            return [np.sort(np.argsort(-scores.ravel(), kind="stable")[: budget * heads]).tobytes()]
-        return [np.sort(np.argsort(-scores, axis=1, kind="stable")[:, :budget], axis=1).tobytes()]
-    validate_indices(parts["out"], heads, tokens, budget)
-    idx, new = validate_rewrite(parts, parts["out"], shape)
-    return [idx.tobytes()] + [k.encode() + new[k].tobytes() for k in sorted(new)]
-
-
-def one_context(sub: Any, layers: list[LayerInput], ratios: list[float], limits: Any, wall: Any, digest: Any) -> None:
-    """Feed ``digest`` the kept tokens of one context x ``ratios`` x layers (module doc), in a fresh sandbox (the
-    runner's: ``board_runner.over_contexts``) under the run's wall budget ``wall``."""
+def one_context(sub: Any, layers: list[LayerInput], ratios: list[float], limits: Any, wall: Any, context: int,
+                found: list[np.ndarray]) -> None:
+    """Append to ``found`` the kept tuples of one context x ``ratios`` x layers (module doc), in a fresh sandbox
+    (the runner's: ``board_runner.over_contexts``) under the run's wall budget ``wall``."""
     from kvpress.utils import compute_n_kept
 
     from ..submissions.sandbox import MethodSandbox
 
     box = MethodSandbox(sub, limits, budget=wall)
     try:
-        for ratio in ratios:
+        for b, ratio in enumerate(ratios):
             for x in layers:
                 n = compute_n_kept(x.keys.shape[1], ratio)
                 parts = box.call_parts({"keys": x.keys, "values": x.values, "queries": x.queries,
                                         "positions": x.positions}, budget=n, layer=x.layer, n_layers=x.n_layers,
                                        compression_ratio=float(ratio))
-                for chunk in kept(sub, parts, x.keys.shape, n):
-                    digest.update(len(chunk).to_bytes(8, "little") + chunk)
+                found.append(kept_codes(sub, parts, x.keys.shape, n, (context, b, x.layer)))
     finally:
         box.close()
+
+
+def board_ratios(board: Any) -> list[float]:
+    """The compression ratios of the board's budgets, in the board's order, as its runner computes them."""
+    return [round(1.0 - keep, 6) for keep in board.budgets]
 
 
 def digestible(sub: Any, board: Any) -> bool:
@@ -141,35 +136,38 @@ def digestible(sub: Any, board: Any) -> bool:
         and not getattr(board, "decode_time", False)
 
 
-def behaviour_digest(sub: Any, contexts: Iterable[list[LayerInput]], ratios: list[float], limits: Any,
-                     runs: int = DIGEST_RUNS) -> str | None:
-    """``program_behaviour`` of ``sub`` (module doc): the digest of ``runs`` runs (each context in a fresh
-    sandbox per run, one wall budget per run) when they agree, ``UNSTABLE`` when they differ, ``FAILED`` when the
-    program fails on the inputs. ``limits``: a ``sandbox.Limits`` or ``Arena.submit``'s keywords. None (no
-    digest; a warning) when the harness cannot make the inputs: nothing the program does reaches that, so no
-    program buys its way out of a digest, and no harness fault makes every program one; ``BoundaryUnavailable``
-    (the machine's fault) propagates, as in the run."""
+def behaviour_probe(sub: Any, contexts: Iterable[list[LayerInput]], ratios: list[float], limits: Any, key: bytes,
+                    runs: int = DIGEST_RUNS) -> dict[str, str]:
+    """What a look records of what ``sub`` does (module doc): ``program_behaviour`` (the keyed exact digest) and
+    ``program_sketch`` (``behaviour_sketch.minhash``) of ``runs`` runs (each context in a fresh sandbox per run,
+    one wall budget per run) when they agree; ``program_behaviour`` alone, ``UNSTABLE``, when they differ, or
+    ``FAILED`` when the program fails on the inputs. ``limits``: a ``sandbox.Limits`` or ``Arena.submit``'s
+    keywords; ``key``: ``sketch_key`` of the round. Nothing (a warning) when the harness cannot make the inputs:
+    nothing the program does reaches that, so no program buys its way out, and no harness fault makes every
+    program one; ``BoundaryUnavailable`` (the machine's fault) propagates, as in the run."""
     import warnings
 
     from ...sandbox import BoundaryUnavailable, Limits, WallBudget
 
-    digests = [hashlib.sha256(b"behaviour:v1") for _ in range(runs)]
+    found: list[list[np.ndarray]] = [[] for _ in range(runs)]
     try:
         limits = limits if isinstance(limits, Limits) else Limits.of(**limits)  # bad ones: the run refuses them
         walls = [WallBudget(limits.wall_s) for _ in range(runs)]
-        for layers in contexts:
-            for digest, wall in zip(digests, walls, strict=True):
+        for context, layers in enumerate(contexts):
+            for codes, wall in zip(found, walls, strict=True):
                 try:
-                    one_context(sub, layers, ratios, limits, wall, digest)
+                    one_context(sub, layers, ratios, limits, wall, context, codes)
                 except BoundaryUnavailable:
                     raise
                 except Exception:  # noqa: BLE001 - a failing program has the one digest every failing one has
-                    return FAILED
+                    return {"program_behaviour": FAILED}
     except BoundaryUnavailable:
         raise
     except Exception as err:  # noqa: BLE001 - the harness failed: the look is recorded without the digest
         warnings.warn(f"program_behaviour not computed: the harness failed ({type(err).__name__}: {err})",
                       stacklevel=2)
-        return None
-    found = {d.hexdigest() for d in digests}
-    return found.pop() if len(found) == 1 else UNSTABLE
+        return {}
+    sets = [np.unique(np.concatenate(c)) if c else np.zeros(0, np.uint64) for c in found]
+    if any(not np.array_equal(sets[0], s) for s in sets[1:]):
+        return {"program_behaviour": UNSTABLE}
+    return {"program_behaviour": keyed_digest(sets[0], key), "program_sketch": minhash(sets[0], key)}

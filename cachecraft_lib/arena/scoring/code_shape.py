@@ -19,7 +19,7 @@ name is canonicalised, but ``m`` and ``f`` as the import's source are kept), att
 (``np.zeros``, ``ctx.L``), keyword arguments of other callables (``mode="same"``), dunder names and string
 constants. Canonicalising those would make two programs calling different functions one look. A program
 rewritten in another form (a loop unrolled, a helper inlined, a name reached by ``getattr`` with a string) has
-another shape: ``behaviour``'s digest of what it does on public dev inputs (``program_behaviour``) sees it.
+another shape: ``behaviour``'s digest and sketch of what it keeps on the round's test contexts see it.
 """
 
 from __future__ import annotations

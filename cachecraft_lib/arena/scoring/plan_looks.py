@@ -7,8 +7,9 @@ board and round** into:
 
 - ``counted``: looks that spend the plan's one chance at the test items: every look at the entry's program
   (its ``program`` hash, its normalised digest ``program_ast``: the code without comments and docstrings, its
-  ``program_shape``: its own names canonical too, ``code_shape``, or its ``program_behaviour``: the tokens it
-  keeps on public dev inputs, ``behaviour``; compared on the fields both events hold),
+  ``program_shape``: its own names canonical too, ``code_shape``, its ``program_behaviour``: the tokens it
+  keeps, ``behaviour``, exactly, or its ``program_sketch``: nearly the same tokens kept on the same board and
+  round's test contexts, ``behaviour_sketch``; compared on the fields both events hold),
   whatever its plan tag or author (except the look recorded by the plan author's first preregistered entry for
   another of the plan's seeds from another run, which may have chosen the same program:
   ``seed_entries.other_seed_looks``), and every look the plan's author tagged with the plan and seed, up to and
@@ -32,6 +33,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from .behaviour_sketch import near
 from .code_shape import code_digest, look_digests, shape_digest  # noqa: F401 (re-exported: arena, preregister)
 from .ledger_fields import (  # noqa: F401 (re-exported: claims, preregister, leaderboard)
     PREFIX,
@@ -103,6 +105,7 @@ def count_looks(events: list[dict], plan_event: dict, seed: int, entry: dict | N
     owner = plan_owner(plan) or (author_of(payload(entry)) if entry else "")
     body = payload(entry) if entry else {}
     programs = entry_programs(events, body) if entry else set()
+    sketches = entry_sketches(events, body) if entry else []
     stop = entry.get("seq", len(events)) if entry else len(events)
     others = other_seed_looks(events, plan_event, seed, entry, owner) if entry else set()
     counted, after, foreign, authors, names = [], [], [], [], []
@@ -117,7 +120,7 @@ def count_looks(events: list[dict], plan_event: dict, seed: int, entry: dict | N
             continue
         before_plan += seq < plan_event.get("seq", 0)
         tagged = names_plan(data, full) and as_seed(data.get("random_seed")) == seed
-        same = bool(programs & look_programs(data))
+        same = bool(programs & look_programs(data)) or sketch_matches(sketches, data)
         if not same and not tagged or same and not tagged and seq in others:
             continue  # another seed's entry's own look (two seeds' runs may choose one program) is that seed's
         if not same and owner and author_of(data) != owner:
@@ -145,8 +148,8 @@ def look_programs(data: dict) -> set[str]:
 def entry_programs(events: list[dict], body: dict) -> set[str]:
     """An entry's digests of its program: its SHA-256, ``code_ast``, ``code_shape``, ``code_behaviour``, and the
     digests of any look at the same SHA-256 (the entry's own look records them). Each is a coarser function of
-    the program (SHA-256; comments and docstrings aside; names too; then only the tokens it keeps on public dev
-    inputs), so a look matching on any one both events hold is a look at this program or at one doing the same
+    the program (SHA-256; comments and docstrings aside; names too; then only the tokens it keeps on its probe's
+    inputs: public dev contexts in older ledgers, the round's test contexts, keyed, since), so a look matching on any one both events hold is a look at this program or at one doing the same
     there (the shape and behaviour digests hash a prefix of their own: no two kinds match by accident)."""
     sha = body.get("code_sha256")
     found = {p for p in (body.get(k) for k in ENTRY_FIELDS) if isinstance(p, str) and p}
@@ -154,6 +157,29 @@ def entry_programs(events: list[dict], body: dict) -> set[str]:
         if e.get("kind") == "test_look" and isinstance(sha, str) and payload(e).get("program") == sha:
             found |= look_programs(payload(e))
     return found
+
+
+def entry_sketches(events: list[dict], body: dict) -> list[tuple[object, object, str]]:
+    """An entry's behaviour sketches with the board and round each was made on: its ``code_sketch`` and the
+    ``program_sketch`` of any look at the same SHA-256 (``behaviour_sketch``: keyed by the round's secret)."""
+    sha, found = body.get("code_sha256"), []
+    if isinstance(body.get("code_sketch"), str):
+        found.append((body.get("board"), body.get("round"), body["code_sketch"]))
+    for e in events:
+        data = payload(e)
+        if e.get("kind") == "test_look" and isinstance(sha, str) and data.get("program") == sha \
+                and isinstance(data.get("program_sketch"), str):
+            found.append((data.get("board"), data.get("round"), data["program_sketch"]))
+    return found
+
+
+def sketch_matches(sketches: list[tuple[object, object, str]], data: dict) -> bool:
+    """Is a look at a program keeping nearly the tokens one of ``sketches`` keeps? Its ``program_sketch`` of the
+    same board and round at estimated Jaccard similarity >= ``behaviour_sketch.THRESHOLD`` (another round's key
+    makes other sketches: never compared)."""
+    theirs = data.get("program_sketch")
+    return any(board == data.get("board") and round_ == data.get("round") and near(mine, theirs)
+               for board, round_, mine in sketches)
 
 
 def _family_events(events: list[dict], plan_event: dict, seed: int, stop: int) -> tuple[int, ...]:
