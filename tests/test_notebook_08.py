@@ -13,6 +13,7 @@ from test_search_arena_recipe import run_recipe
 
 from cachecraft_lib.report.notebooks import list_notebooks, run_notebook
 from cachecraft_lib.search import selection
+from cachecraft_lib.search.seed_pool import pool_seeds
 
 
 @pytest.mark.slow
@@ -60,7 +61,18 @@ def check(r: dict, figures) -> None:
     assert "FABRICATED_EVIDENCE" not in r["review"]["flags"] and r["review"]["soundness"] == 3
     assert "embedded tiny model" in r["label"]
     table = pd.read_csv(figures / "table_search_arena_gains.csv")
-    row = table[table.random_seed.astype(str) == "pooled"].iloc[0]
+    row = table[(table.random_seed.astype(str) == "pooled") & (table.against == "frc")].iloc[0]
+    bar = table[table.split.str.startswith("dev")].against.iloc[0]  # the selection half's best baseline
+    against_bar = table[table.split.str.startswith("test") & (table.against == bar)]
+    assert list(against_bar.random_seed.astype(str)) == ["0", "1", "pooled"] and bar != "frc"
+    units = pd.read_csv(figures / "samples" / "08_search_arena.csv.gz")
+    assert bar in set(units.method)  # the baselines' per-unit values are in the file: the bar's rows recompute
+    names = {0: "search-v1-0", 1: "search-v1-1"}
+    of = {m: rows[["context_id", "task", "overall"]] for m, rows in units.groupby("method")}
+    again = pool_seeds({s: of[n] for s, n in names.items()}, names, of[bar], bar, r["threshold"])
+    bar_pooled = against_bar[against_bar.random_seed.astype(str) == "pooled"].iloc[0]
+    assert (bar_pooled.gain, bar_pooled.lo, bar_pooled.hi) == pytest.approx(
+        (again.pooled_gain, again.pooled_lo, again.pooled_hi), abs=1e-4)
     dev = table[table.split.str.startswith("dev")]  # smoke: one selection-half context per task, so no interval
     assert dev.lo.isna().all() and (dev.verdict == "no interval (one context per task)").all()
     assert (row.gain, row.lo, row.hi) == pytest.approx((pooled["gain"], pooled["lo"], pooled["hi"]), abs=1e-4)

@@ -68,3 +68,21 @@ def test_against_the_selection_halfs_best_baseline_one_seed_in_two_beats_it():
     pool = pool_seeds({s: of[n] for s, n in names.items()}, names, of["streaming_llm"], "streaming_llm", 0.005)
     assert pool.beats == 1 and 0.005 < pool.pooled_lo < pool.pooled_gain < pool.pooled_hi
     print(json.dumps({"pooled": [pool.pooled_gain, pool.pooled_lo, pool.pooled_hi]}))
+
+
+def test_a_pools_rows_and_verdicts_read_as_the_table_says():
+    """``SeedPool.rows`` (notebook 08's table): a row per seed then ``pooled``, each naming its reference; ``verdict``
+    from the interval alone, and none without one."""
+    from cachecraft_lib.search.seed_pool import verdict
+
+    units = pd.concat([pd.read_csv(SAMPLES / f"{STEM}.csv.gz"), pd.read_csv(SAMPLES / f"{STEM}_baselines.csv.gz")])
+    of = {m: rows[["context_id", "task", "overall"]] for m, rows in units.groupby("method")}
+    names = {0: "search-v1-0", 1: "search-v1-1"}
+    pool = pool_seeds({s: of[n] for s, n in names.items()}, names, of["frc"], "frc", 0.005)
+    rows = pd.DataFrame(pool.rows("test"))
+    assert list(rows.random_seed) == ["0", "1", "pooled"] and set(rows.against) == {"frc"}
+    assert rows.iloc[-1].gain == pool.pooled_gain and rows.iloc[0].lo == pool.per_seed.lo[0]
+    assert [verdict(0.01, 0.2, 0.005), verdict(-0.3, -0.1, 0.005), verdict(-0.1, 0.1, 0.005),
+            verdict(float("nan"), float("nan"), 0.005)] == ["passes the gate", "below", "inconclusive",
+                                                              "no interval (one context per task)"]
+    assert verdict(0.005, 0.2, 0.005) == "inconclusive"  # the gate is strict: at the threshold is not past it

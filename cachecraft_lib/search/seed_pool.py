@@ -39,6 +39,20 @@ class SeedPool:
                 f"{self.pooled_gain:+.3f} [{self.pooled_lo:+.3f}, {self.pooled_hi:+.3f}] (95% paired interval over "
                 f"units, the mean over seeds on each unit)")
 
+    def rows(self, split: str) -> list[dict]:
+        """The results table's rows (notebook 08): one per seed, then ``pooled``, each against the reference."""
+        out = [{"split": split, "against": self.reference, "random_seed": str(r.random_seed), "gain": r.gain,
+                "lo": r.lo, "hi": r.hi} for r in self.per_seed.itertuples()]
+        return out + [{"split": split, "against": self.reference, "random_seed": "pooled", "gain": self.pooled_gain,
+                       "lo": self.pooled_lo, "hi": self.pooled_hi}]
+
+
+def verdict(lo: float, hi: float, threshold: float) -> str:
+    """A gain's verdict from its interval: past the gate, below zero, inconclusive, or none without an interval."""
+    if pd.isna(lo) or pd.isna(hi):
+        return "no interval (one context per task)"
+    return "passes the gate" if lo > threshold else ("below" if hi < 0 else "inconclusive")
+
 
 def _by_unit(units: pd.DataFrame, what: str) -> pd.DataFrame:
     """Rows by unit, in (task, context) order: the order the bootstrap's draws pair with (docs/uncertainty.md's
