@@ -86,3 +86,36 @@ def test_a_pools_rows_and_verdicts_read_as_the_table_says():
             verdict(float("nan"), float("nan"), 0.005)] == ["passes the gate", "below", "inconclusive",
                                                               "no interval (one context per task)"]
     assert verdict(0.005, 0.2, 0.005) == "inconclusive"  # the gate is strict: at the threshold is not past it
+
+
+def _script():
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "rescore_revealed_round.py"
+    spec = importlib.util.spec_from_file_location("rescore_revealed_round", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_rescore_script_checks_the_secret_and_scores_the_ledgers_programs(events, tmp_path, monkeypatch):
+    """``scripts/rescore_revealed_round.py`` without its model run: it refuses a secret that is not the round's,
+    and the programs it would score are the ledger's (their converted method.py's SHA-256 is each entry's)."""
+    import hashlib
+
+    rescore = _script()
+    assert rescore.revealed_secret(STEM, events) == (SAMPLES / f"{STEM}_revealed_secret.txt").read_text().encode().strip()
+    wrong = tmp_path / "samples"
+    wrong.mkdir()
+    (wrong / f"{STEM}_revealed_secret.txt").write_text("f" * 64)
+    monkeypatch.setattr(rescore, "SAMPLES", wrong)
+    with pytest.raises(ValueError, match="does not match"):
+        rescore.revealed_secret(STEM, events)
+    monkeypatch.setattr(rescore, "SAMPLES", SAMPLES)
+    (tmp_path / "c").mkdir()
+    found = rescore.contenders(STEM, events, "B_offline", tmp_path / "c")
+    assert [c.name for c in found] == ["no_press", "frc", "search-v1-0", "search-v1-1"]
+    recorded = {e["payload"]["name"]: e["payload"]["code_sha256"] for e in events if e["kind"] == "submission"}
+    for name in ("search-v1-0", "search-v1-1"):
+        code = (tmp_path / "c" / name / "method.py").read_bytes()
+        assert hashlib.sha256(code).hexdigest() == recorded[name]

@@ -372,3 +372,16 @@ def test_an_entry_page_shows_its_claims_verdict_not_the_bare_label(tmp_path):
     honest = (tmp_path / "site" / "entries" / slug("A", "honest")).read_text()
     assert "Pre-registration claim" in forged and "FAILS" in forged and "recorded by" in forged
     assert "Pre-registration claim: <strong>holds</strong>" in honest and "not verified against its run" in honest
+
+
+def test_an_entry_page_cuts_a_long_field_and_keeps_the_short_ones(tmp_path):
+    """A behaviour sketch (1,024 hex characters) would swamp the entry's report: the page shows its start and its
+    length; short fields, numbers and an absent value read as before."""
+    ledger = Ledger(tmp_path / "arena" / "ledger.jsonl")
+    sketch = "ab" * 512
+    ledger.append("submission", _entry("A", "long", 0.5, "submission", code_sketch=sketch, code_sha256="c" * 64,
+                                       note=None))
+    write_site(ledger.path, tmp_path / "site", [])
+    page = (tmp_path / "site" / "entries" / slug("A", "long")).read_text()
+    assert sketch not in page and "<code>abababababababab</code>&hellip; (1,024 characters, in the ledger)" in page
+    assert "c" * 64 in page and "&ndash;" in page  # a 64-hex digest whole; None as a dash

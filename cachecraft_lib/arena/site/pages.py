@@ -192,10 +192,23 @@ def claim_text(events: list[dict], entry: dict | None) -> str:
             f"counted test look(s), {esc(verdict.family_looks)} in earlier plans of its family).</p>")
 
 
+LONG_VALUE = 96  # characters of a field shown whole; a longer one (a behaviour sketch: 1,024 hex) is cut
+
+
+def _shown(value: Any) -> str:
+    """A payload value as the report shows it: numbers formatted, lists and dicts as JSON, long text cut."""
+    if isinstance(value, float):
+        return num(value)
+    if value is None:
+        return esc(value)
+    text = json.dumps(value) if isinstance(value, list | dict) else str(value)
+    if len(text) > LONG_VALUE:
+        return f"<code>{esc(text[:16])}</code>&hellip; ({len(text):,} characters, in the ledger)"
+    return esc(text)
+
+
 def _kv(payload: dict[str, Any]) -> str:
-    rows = [[esc(k), num(v) if isinstance(v, float) else esc(json.dumps(v) if isinstance(v, list | dict) else v)]
-            for k, v in payload.items()]
-    return table(["field", "value"], rows, "report")
+    return table(["field", "value"], [[esc(k), _shown(v)] for k, v in payload.items()], "report")
 
 
 def events_table(events: list[dict]) -> str:
