@@ -6,7 +6,6 @@ only with FRC, can be recomputed. No model here."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
@@ -67,7 +66,9 @@ def test_against_the_selection_halfs_best_baseline_one_seed_in_two_beats_it():
     names = {0: "search-v1-0", 1: "search-v1-1"}
     pool = pool_seeds({s: of[n] for s, n in names.items()}, names, of["streaming_llm"], "streaming_llm", 0.005)
     assert pool.beats == 1 and 0.005 < pool.pooled_lo < pool.pooled_gain < pool.pooled_hi
-    print(json.dumps({"pooled": [pool.pooled_gain, pool.pooled_lo, pool.pooled_hi]}))
+    rows = table[table.split.str.startswith("test") & (table.against == "streaming_llm")]
+    found = pd.DataFrame(pool.rows("test"))[["gain", "lo", "hi"]].round(4).to_numpy()
+    assert rows[["gain", "lo", "hi"]].to_numpy() == pytest.approx(found, abs=1e-4)  # the table's baseline rows
 
 
 def test_a_pools_rows_and_verdicts_read_as_the_table_says():
