@@ -180,6 +180,23 @@ def test_every_evaluation_on_test_items_is_a_ledger_event(arena, tmp_path):
     assert table.loc["looked", "test_looks"] == 2 and table.loc["snapkv", "test_looks"] == 1
 
 
+@pytest.mark.slow
+def test_a_run_that_scores_after_a_failed_or_unstable_probe_is_refused(arena, tmp_path, monkeypatch):
+    """Sixth red team (f5): a program raising only in the probe (before an instant) took the shared ``FAILED``
+    marker, then scored as another program; now the run is refused as a behaviour mismatch, its look counted."""
+    from cachecraft_lib.arena.scoring.behaviour import FAILED, UNSTABLE
+
+    for n, marker in enumerate((FAILED, UNSTABLE)):
+        monkeypatch.setattr(Arena, "behaviour", lambda *a, marker=marker, **k: {"program_behaviour": marker})
+        got = arena.submit(_submission(tmp_path, f"flaky{n}", "mallory"), "A", SECRET)
+        assert got["rejected"] and got["kind"] == "protocol" and got["on_test"]
+        looks = [e["payload"] for e in arena.ledger.events() if e["kind"] == "test_look"]
+        assert looks[-1]["name"] == f"flaky{n}" and looks[-1]["program_behaviour"] == marker
+    assert not [e for e in arena.ledger.events() if e["kind"] == "submission"]
+    log = (arena.root / "private" / "organiser.log").read_text()
+    assert "behaviour mismatch" in log
+
+
 @pytest.mark.parametrize("name", ["snapkv", "snap-kv", "snap_kv", "streaming-llm", "no-press", "full", "pyramid-kv",
                                   "h2o", "expected-attention"])
 def test_reserved_names_in_any_spelling(tmp_path, name):

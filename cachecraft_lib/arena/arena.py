@@ -222,6 +222,7 @@ class Arena:
         commitment and the author's rate limit before anything runs; every refusal (a failed check, a crash) is
         a ``rejection`` with the author and counts toward the limit. Gate and recording happen under the
         ledger's lock (``recording.record_submission``), against the board's best at that moment."""
+        from .scoring.behaviour import mismatch
         from .scoring.refusals import shown_name
         from .scoring.rounds import check_round_secret
         from .submissions.folder import SubmissionError, load_submission, metadata_author, metadata_origin
@@ -256,6 +257,8 @@ class Arena:
         except Exception as err:  # noqa: BLE001 - a crash is a refusal with its author, never a traceback
             return self._reject(board, sub.name, sub.author, SubmissionError("crash", f"{type(err).__name__}: {err}"),
                                 on_test=True)
+        if (refused := mismatch(digests)) is not None:  # a FAILED/UNSTABLE probe is no free pass
+            return self._reject(board, sub.name, sub.author, refused, on_test=True)
         ran = BOUNDARIES.get(sub.code_sha256, boundary.name if boundary else UNREPORTED)
         whole = getattr(os_boundary, "WHOLE", (os_boundary.FULL,))  # the boundaries that are not "weak"
         extra: dict[str, Any] = {"sandbox": ran, "sandbox_weak": ran not in whole, "weak_sandbox_allowed": weak_ok}

@@ -7,8 +7,10 @@ the arena's sandbox exactly as the board runs it (a fresh sandbox per context; p
 the same arrays the press sends) on ``ProbeInputs``: ``Arena.behaviour`` gives it the first context of each task
 of the round's **test** split (the organiser's side: the secret and the items never leave it), at every budget
 of the board. Per layer it takes the kept (context, budget, layer, KV head, token) tuples: a ``score`` answer's
-``budget`` highest per head (ties: the earlier token; over all heads at once when the entry's allocation is
-head-adaptive), a ``keep`` answer's indices, and a ``Rewrite``'s arrays byte for byte (``behaviour_sketch``).
+tokens as the press selects them (``torch.topk`` per head, or ``AdaKVPress`` itself when head-adaptive:
+``behaviour_sketch.press_selection``), a ``keep`` answer's indices, and after a ``Rewrite`` what the cache holds
+by content (each slot the original token whose key and value row it holds byte for byte, else its content's
+hash: ``behaviour_sketch.cache_tokens``; sixth red team: decoy indices over the original's rows).
 Ranks, not scores, so ``2 * s`` or ``s + 1`` is the same behaviour. It records the exact keyed digest of that
 set (``program_behaviour``) and its keyed MinHash sketch (``program_sketch``), which ``plan_looks`` matches
 when near (``behaviour_sketch.THRESHOLD``), so a variant changing a few kept tokens is the same look.
@@ -20,9 +22,12 @@ test contexts themselves it cannot act otherwise without acting otherwise on sco
 A program that fails on these inputs gets ``FAILED`` and one whose two runs differ gets ``UNSTABLE`` as its
 ``program_behaviour`` and no sketch (the sandbox does not load ``numpy.random``, but a string's ``hash`` and an
 object's address differ per process): each one digest shared by every such program, so neither failing nor
-randomness buys a fresh look, and an honest program (which runs, the same every time) never shares it. Left
-open: a program keying on the date (``numpy.datetime64('now')``) or acting otherwise only on test contexts that
-are not the first of their task; a probe, whole-cache or decode-time hook (no digest, as when the harness fails).
+randomness buys a fresh look, and an honest program (which runs, the same every time) never shares it; nor does
+failing only in the probe (e.g. before an instant read from ``numpy.datetime64('now')``) buy a score: a run that
+scores after such a probe is refused (``mismatch``). Left open: a program keying on the date to act otherwise
+(not fail) in the probe, or acting otherwise only on test contexts that are not the first of their task; a
+``Rewrite`` perturbing the original's rows by an ulp (coded as new content); a probe, whole-cache or decode-time
+hook (no digest, as when the harness fails); the probe runs on test items before its look is recorded.
 """
 
 from __future__ import annotations
@@ -118,9 +123,22 @@ def one_context(sub: Any, layers: list[LayerInput], ratios: list[float], limits:
                 parts = box.call_parts({"keys": x.keys, "values": x.values, "queries": x.queries,
                                         "positions": x.positions}, budget=n, layer=x.layer, n_layers=x.n_layers,
                                        compression_ratio=float(ratio))
-                found.append(kept_codes(sub, parts, x.keys.shape, n, (context, b, x.layer)))
+                found.append(kept_codes(sub, parts, x.keys.shape, n, (context, b, x.layer), (x.keys, x.values)))
     finally:
         box.close()
+
+
+def mismatch(digests: dict[str, str]) -> Any:
+    """The refusal of a run that scored after its probe gave ``FAILED`` or ``UNSTABLE`` (sixth red team: a program
+    raising only in the probe, e.g. before an instant read from ``numpy.datetime64('now')``, took the shared
+    marker and then scored as another program): a ``SubmissionError``, or None when the probe saw the program.
+    The look stays counted; an honest program runs the same in both, so it never meets this."""
+    from ..submissions.errors import SubmissionError
+
+    what = {FAILED: "failed", UNSTABLE: "gave two different answers"}.get(digests.get("program_behaviour", ""))
+    return None if what is None else SubmissionError(
+        "protocol", f"behaviour mismatch: the program {what} on the round's probe contexts but its test run "
+                    "scored; the arena refuses a program whose probe and run differ")
 
 
 def board_ratios(board: Any) -> list[float]:

@@ -46,28 +46,85 @@ def _where(context: int, budget: int, layer: int) -> int:
     return ((context & 0xFFF) << 52) | ((budget & 0x3F) << 46) | ((layer & 0x3FF) << 36)
 
 
+def press_selection(scores: np.ndarray, budget: int, head_adaptive: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The (head, token) pairs the board's press keeps given validated (H, L) scores, by the press's own code
+    (sixth red team: a stable argsort broke ties otherwise than ``torch.topk``, and the probe ignored AdaKV's
+    ``alpha_safeguard``): ``ScorerPress``'s ``topk`` per head, or ``AdaKVPress.compress`` itself on the tensor."""
+    import torch
+
+    t = torch.from_numpy(np.ascontiguousarray(scores))[None]
+    heads, tokens = scores.shape
+    if budget >= tokens:  # ratio 0: every press keeps every token
+        return np.divmod(np.arange(heads * tokens), tokens)
+    if not head_adaptive:
+        top = t.topk(budget, dim=-1).indices[0].numpy()
+        return np.repeat(np.arange(heads), top.shape[1]), top.ravel()
+    from kvpress import AdaKVPress, ScorerPress
+
+    class _Given(ScorerPress):
+        def score(self, *args: Any) -> torch.Tensor:
+            return t.clone()
+
+    module = type("Layer", (), {"config": type("Config", (), {"_attn_implementation": "sdpa"})()})()
+    ratio = 1.0 - (budget + 0.5) / tokens  # compute_n_kept(tokens, ratio) == budget, never one less by rounding
+    AdaKVPress(_Given(compression_ratio=ratio)).compress(module, None, None, None, None, {})
+    kept = np.ones((heads, tokens), bool)
+    _, h, i = module.masked_key_indices
+    kept[h.numpy(), i.numpy()] = False
+    return np.nonzero(kept)
+
+
+def _rows(keys: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """(H, n) rows as opaque byte strings: a token's key and value, concatenated, compared byte for byte."""
+    both = np.ascontiguousarray(np.concatenate([keys, values], axis=-1).astype(np.float32))
+    return both.view(np.dtype((np.void, both.shape[-1] * 4)))[..., 0]
+
+
+def cache_tokens(keys: np.ndarray, values: np.ndarray, idx: np.ndarray, new: dict[str, np.ndarray],
+                 base: int) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """What the cache holds after a ``keep`` answer and its ``Rewrite``, by content (sixth red team: a program
+    naming decoy indices while writing the original's kept rows over them kept the original's cache under
+    another sketch): each slot is the original token of its head whose (key, value) row it holds byte for byte
+    (the lowest such token), and a slot holding no original row is coded by a hash of its content (head and
+    bytes). Returns the matched (head, token) pairs and the codes of the unmatched slots."""
+    heads = np.arange(idx.shape[0])[:, None]
+    final_k = new.get("keys", keys[heads, idx])
+    final_v = new.get("values", values[heads, idx])
+    orig, final = _rows(keys, values), _rows(final_k, final_v)
+    head_out, tok_out, extra = [], [], []
+    for h in range(idx.shape[0]):
+        table, first = np.unique(orig[h], return_index=True)
+        at = np.clip(np.searchsorted(table, final[h]), 0, len(table) - 1)
+        hit = table[at] == final[h]
+        head_out.append(np.full(int(hit.sum()), h))
+        tok_out.append(first[at[hit]])
+        extra += [int.from_bytes(hashlib.blake2b(base.to_bytes(8, "little") + h.to_bytes(4, "little") + r.tobytes(),
+                                                 digest_size=8).digest(), "little") for r in final[h][~hit]]
+    return np.concatenate(head_out), np.concatenate(tok_out), extra
+
+
 def kept_codes(sub: Any, parts: dict[str, np.ndarray], shape: tuple[int, int, int], budget: int,
-               where: tuple[int, int, int]) -> np.ndarray:
+               where: tuple[int, int, int], layer: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """The tuples one layer keeps given the method's raw answer (validated as the press validates it), as uint64
     codes: a ``score`` answer's ``budget`` highest per head (ties: the earlier token; over all heads at once when
-    head-adaptive), a ``keep`` answer's indices, and one code per ``Rewrite`` array, its bytes hashed."""
+    head-adaptive), a ``keep`` answer's indices; with a ``Rewrite``, what the cache then holds by content
+    (``cache_tokens``, given the layer's original ``(keys, values)``; without them, one code per array)."""
     from ..submissions.sandbox import validate_indices, validate_rewrite, validate_scores
 
     heads, tokens, _ = shape
     base, extra = _where(*where), []
     if sub.returns == "scores":
         scores = validate_scores(parts["out"], heads, tokens)
-        if getattr(sub, "allocation", "uniform") == "head_adaptive":
-            head, tok = np.divmod(np.argsort(-scores.ravel(), kind="stable")[: budget * heads], tokens)
-        else:
-            top = np.argsort(-scores, axis=1, kind="stable")[:, :budget]
-            head, tok = np.repeat(np.arange(heads), top.shape[1]), top.ravel()
+        head, tok = press_selection(scores, budget, getattr(sub, "allocation", "uniform") == "head_adaptive")
     else:
         validate_indices(parts["out"], heads, tokens, budget)
         idx, new = validate_rewrite(parts, parts["out"], shape)
         head, tok = np.repeat(np.arange(heads), idx.shape[1]), idx.ravel()
-        extra = [int.from_bytes(hashlib.blake2b(base.to_bytes(8, "little") + k.encode() + new[k].tobytes(),
-                                                digest_size=8).digest(), "little") for k in sorted(new)]
+        if new and layer is not None:
+            head, tok, extra = cache_tokens(layer[0], layer[1], idx, new, base)
+        elif new:
+            extra = [int.from_bytes(hashlib.blake2b(base.to_bytes(8, "little") + k.encode() + new[k].tobytes(),
+                                                    digest_size=8).digest(), "little") for k in sorted(new)]
     codes = np.uint64(base) | (head.astype(np.uint64) & np.uint64(0x3FF)) << np.uint64(26) \
         | (tok.astype(np.uint64) & np.uint64((1 << 26) - 1))
     return np.concatenate([codes.astype(np.uint64), np.array(extra, dtype=np.uint64)])
