@@ -160,7 +160,7 @@ def test_every_evaluation_on_test_items_is_a_ledger_event(arena, tmp_path):
     # the digests a renamed copy, a copy doing the same, or nearly, on the round's test contexts, are caught by
     assert {"program_ast", "program_shape", "program_behaviour", "program_sketch"} <= set(after[-1])
     behaviour = arena.behaviour(arena.board("A"), load_submission(folder), SECRET, 1)  # keyed by the round
-    assert behaviour["program_behaviour"] not in (FAILED, UNSTABLE) and len(behaviour["program_sketch"]) == 1024
+    assert behaviour["program_behaviour"] not in (FAILED, UNSTABLE) and len(behaviour["program_sketch"]) == 4096
     assert entry["code_behaviour"] == behaviour["program_behaviour"] and entry["code_sketch"] == behaviour[
         "program_sketch"]
     assert len(after) == 2 and after[-1] == {"board": "A", "round": 1, "author": "Looker", "author_key": "looker",

@@ -11,10 +11,20 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-from test_behaviour_digest import BASE, INPUTS, _probe
+from test_behaviour_digest import BASE, _probe
+from test_search_arena_claims import OWNER, _enter, _look, _origin, _plan
 
-from cachecraft_lib.arena.scoring.behaviour import FAILED, UNSTABLE, mismatch
-from cachecraft_lib.arena.scoring.behaviour_sketch import THRESHOLD, kept_codes, similarity
+from cachecraft_lib.arena.scoring.behaviour import FAILED, UNSTABLE, mismatch, probe_items
+from cachecraft_lib.arena.scoring.behaviour_sketch import (
+    SIZE,
+    THRESHOLD,
+    kept_codes,
+    minhash,
+    similarity,
+    sketch_key,
+)
+from cachecraft_lib.arena.scoring.claims import claim_verdict
+from cachecraft_lib.arena.scoring.ledger import Ledger
 
 KEEP = '''
 import numpy as np
@@ -95,3 +105,41 @@ def test_a_failed_or_unstable_probe_is_no_free_pass():
         refused = mismatch({"program_behaviour": marker})
         assert refused is not None and "behaviour mismatch" in str(refused)
     assert mismatch({"program_behaviour": "ab" * 32, "program_sketch": "00" * 512}) is None and mismatch({}) is None
+
+
+def test_a_claim_shows_the_looks_on_its_board_and_round_that_carry_no_behaviour(tmp_path):
+    """Open (e2e_optout): a dummy ``probes:`` or ``whole_cache`` leaves a look without a behaviour, so a copy of the
+    program behind it is matched by its code digests only; the verdict counts such looks instead of passing
+    silently (looks with a sketch, the entry's own and baselines' are not counted)."""
+    sketch = _probe(tmp_path, BASE)
+    ledger = Ledger(tmp_path / "ledger.jsonl")
+    plan = _plan(ledger)
+    _look(ledger, "baseline", "baseline:snapkv")
+    _look(ledger, "mallory", "H_optout", program_shape="S_optout")  # no behaviour: opted out
+    _look(ledger, "mallory", "H_other", program_shape="S_other", program_behaviour=FAILED)
+    _look(ledger, "bob", "H_seen", program_shape="S_seen", program_behaviour="ab" * 32,
+          program_sketch="00" * 4 * SIZE)
+    entry = _enter(ledger, OWNER, "H_base", _origin(plan), program_shape="S_base", **sketch)
+    verdict = claim_verdict(ledger.events(), entry)
+    assert verdict.holds and verdict.unsketched_looks == 2
+    assert "2 other look(s) on board A, round 1 before the entry carry no behaviour sketch" in verdict.reason
+
+
+def test_the_sketch_has_512_values_and_still_reads_the_older_128():
+    """Noise at the threshold (f7: honest pairs at 0.83-0.84 beside 0.9, standard error 0.027 with 128 values):
+    512 values now (0.013); a ledger's older 128-value sketch is the new one's prefix, so they still compare."""
+    codes = np.arange(0, 40_000, 3, dtype=np.uint64)
+    key = sketch_key(b"round secret (test)", "A", 1)
+    new, old = minhash(codes, key), minhash(codes, key, 128)
+    assert SIZE == 512 and len(new) == 8 * SIZE and new.startswith(old) and similarity(new, old) == 1.0
+    other = minhash(codes[: int(len(codes) * 0.85)], key)  # Jaccard 0.85
+    assert abs(similarity(new, other) - 0.85) < 4 * (0.85 * 0.15 / SIZE) ** 0.5
+
+
+def test_the_probe_sees_the_first_context_of_each_task_and_length():
+    """Finding 8: per task only, a program could act otherwise at a length the probe never saw."""
+    import pandas as pd
+
+    items = pd.DataFrame({"context_id": ["a", "a", "b", "c", "d", "e"], "task": ["t", "t", "t", "t", "u", "u"],
+                          "length": [512, 512, 512, 1024, 512, 512]})
+    assert list(probe_items(items).context_id.unique()) == ["a", "c", "d"]

@@ -154,8 +154,8 @@ class Arena:
         return DevReport(method=contender.name, **score.dev_report(base, rows, board, contender.name))
 
     def behaviour(self, board: Board, sub: Any, secret: bytes, round_: int = 1, **limits: Any) -> dict[str, str]:
-        """``program_behaviour`` and ``program_sketch`` of ``sub`` on the round's first test context per task, keyed
-        by its secret (``scoring.behaviour``; {} where it does not see the board's hook); inputs once per key."""
+        """``program_behaviour`` and ``program_sketch`` of ``sub`` on the round's first test context per task and
+        length, keyed by its secret (``scoring.behaviour``; {} where it does not see the board's hook); inputs once per key."""
         from .scoring import behaviour as bh
 
         if not bh.digestible(sub, board):

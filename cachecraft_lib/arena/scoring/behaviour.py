@@ -5,7 +5,7 @@ that keep what it does (a dead ``pass``, ``x + 0``, a helper inlined, a loop unr
 ``getattr``): each a new shape, so each a fresh look at the test items. ``behaviour_probe`` runs the program in
 the arena's sandbox exactly as the board runs it (a fresh sandbox per context; per budget, every layer in order;
 the same arrays the press sends) on ``ProbeInputs``: ``Arena.behaviour`` gives it the first context of each task
-of the round's **test** split (the organiser's side: the secret and the items never leave it), at every budget
+and length of the round's **test** split (the organiser's side: the secret and the items never leave it), at every budget
 of the board. Per layer it takes the kept (context, budget, layer, KV head, token) tuples: a ``score`` answer's
 tokens as the press selects them (``torch.topk`` per head, or ``AdaKVPress`` itself when head-adaptive:
 ``behaviour_sketch.press_selection``), a ``keep`` answer's indices, and after a ``Rewrite`` what the cache holds
@@ -60,8 +60,9 @@ class LayerInput:
 
 
 def probe_items(items: Any) -> Any:
-    """The items the probe runs on: the first context of each task (items in their split's order)."""
-    firsts = items.drop_duplicates("task", keep="first").context_id
+    """The items the probe runs on: the first context of each task and length (items in their split's order; by
+    length too since the sixth red team: a program could act otherwise only at a length the probe never saw)."""
+    firsts = items.drop_duplicates([c for c in ("task", "length") if c in items.columns], keep="first").context_id
     return items[items.context_id.isin(set(firsts))]
 
 

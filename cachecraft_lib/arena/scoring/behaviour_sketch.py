@@ -4,8 +4,8 @@ Why (fifth red team, 2026-12-05): an exact digest of what a program keeps on *pu
 A program could recognise those fixed inputs (by a length, a key's norm) and change one kept token on them only:
 a fresh digest every time, the same behaviour on the test items. And a variant changing one unimportant kept
 token anywhere had a fresh digest too, yet its test score is the program's. So ``behaviour`` now runs the
-program on the first test context of each task of the round (the organiser holds the secret at submit time; a
-program cannot act otherwise on these inputs without acting otherwise on scored items), and this module turns
+program on the first test context of each task and length of the round (the organiser holds the secret at submit
+time; a program cannot act otherwise on these inputs without acting otherwise on scored items), and this module turns
 the kept ``(context, budget, layer, KV head, token index)`` tuples into a sketch whose matching is near, not
 exact: ``plan_looks`` counts two looks as one program when the estimated Jaccard similarity of their kept sets
 is at least ``THRESHOLD``.
@@ -30,7 +30,8 @@ from typing import Any
 
 import numpy as np
 
-SIZE = 128  # sketch values (32-bit each): the Jaccard estimate's standard error is sqrt(J (1 - J) / SIZE)
+SIZE = 512  # sketch values (32-bit each): the Jaccard estimate's standard error is sqrt(J (1 - J) / SIZE)
+SIZES = (128, SIZE)  # sizes a ledger may hold (128 before the sixth red team: 0.027 at J = 0.9, now 0.013)
 THRESHOLD = 0.9  # two sketches of one board and round are one program at or above this similarity
 VALUE_BYTES = 4
 _C1, _C2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)  # splitmix64's finaliser
@@ -157,8 +158,8 @@ def minhash(codes: np.ndarray, key: bytes, size: int = SIZE) -> str:
 
 
 def parsed(sketch: object) -> np.ndarray | None:
-    """A sketch as the ledger may hold it: its values, or None when it is not one (never raises)."""
-    if not isinstance(sketch, str) or len(sketch) != 2 * VALUE_BYTES * SIZE:
+    """A sketch as the ledger may hold it (``SIZES`` values): its values, or None when it is not one (never raises)."""
+    if not isinstance(sketch, str) or len(sketch) not in {2 * VALUE_BYTES * n for n in SIZES}:
         return None
     try:
         return np.frombuffer(bytes.fromhex(sketch), dtype=np.uint32)
@@ -167,9 +168,11 @@ def parsed(sketch: object) -> np.ndarray | None:
 
 
 def similarity(a: object, b: object) -> float | None:
-    """The estimated Jaccard similarity of two sketches' kept sets, or None when either is not a sketch."""
+    """The estimated Jaccard similarity of two sketches' kept sets, or None when either is not a sketch; sketches of
+    two sizes on their common first values (``salts`` is an extendable output: a shorter sketch is a prefix)."""
     x, y = parsed(a), parsed(b)
-    return None if x is None or y is None else float(np.mean(x == y))
+    n = None if x is None or y is None else min(len(x), len(y))
+    return None if n is None else float(np.mean(x[:n] == y[:n]))
 
 
 def near(a: object, b: object, threshold: float = THRESHOLD) -> bool:

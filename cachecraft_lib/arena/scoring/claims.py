@@ -58,6 +58,7 @@ class Claim:
     round_looks_before_plan: int | None = None
     verified: bool = False
     plan_hash: str = ""
+    unsketched_looks: int = 0  # looks on the board and round before the entry with no sketch to match (shown)
 
 
 def _named_plans(events: list[dict], origin: dict) -> list[dict]:
@@ -112,14 +113,26 @@ def claim_verdict(events: list[dict], entry: dict) -> Claim:
     plan_looks = sum(1 for e in events if e.get("kind") == "test_look" and names_plan(payload(e), full)
                      and payload(e).get("board") == payload(plan_event).get("board"))
     fresh = payload(plan_event).get("round_commitment") is None
+    blind = unsketched(before, payload(plan_event), body)
     claim = Claim(False, len(count.counted), plan_looks, "", len(count.family_events), len(count.after),
-                  len(count.foreign), None if fresh else count.round_before_plan, False, full)
+                  len(count.foreign), None if fresh else count.round_before_plan, False, full, len(blind))
     owner = plan_owner(payload(plan_event)) or author_of(body)
     broken = _plan_broken(events, plan_event, entry, origin) or _family_seed_broken(events, plan_event, seed) \
         or _looks_broken(before, full, seed, count, owner) or _peeks_broken(events, plan_event, entry)
     if broken:
         return replace(claim, reason=broken)
-    return replace(claim, holds=True, reason=_notes(plan_event, count, fresh))
+    return replace(claim, holds=True, reason=_notes(plan_event, count, fresh, blind))
+
+
+def unsketched(before: list[dict], plan: dict, body: dict) -> tuple[int, ...]:
+    """The seqs of looks on the plan's board and round before the entry that carry no ``program_sketch`` and are
+    not at the entry's program by hash, baselines aside (sixth red team: a probe, whole-cache or decode-time hook,
+    a failing probe or an older look has no behaviour to match, so a copy of the program behind one passes unseen;
+    the verdict shows how many such looks there are rather than passing silently)."""
+    return tuple(e.get("seq", 0) for e in before if e.get("kind") == "test_look"
+                 and payload(e).get("board") == plan.get("board") and payload(e).get("round") == plan.get("round")
+                 and not payload(e).get("program_sketch") and payload(e).get("program") != body.get("code_sha256")
+                 and not str(payload(e).get("program", "")).startswith("baseline:"))
 
 
 def _family_seed_broken(events: list[dict], plan_event: dict, seed: int | None) -> str:
@@ -163,8 +176,11 @@ def _peeks_broken(events: list[dict], plan_event: dict, entry: dict) -> str:
             "seen again before the pick was entered, and only the looks of the plan's own seeds' entries are its")
 
 
-def _notes(plan_event: dict, count: LookCount, fresh: bool) -> str:
+def _notes(plan_event: dict, count: LookCount, fresh: bool, blind: tuple[int, ...] = ()) -> str:
     notes = [NOT_VERIFIED]
+    if blind:
+        notes.append(f"{len(blind)} other look(s) on board {count.board}, round {count.round} before the entry carry "
+                     f"no behaviour sketch (seqs {list(blind)[:10]}): matched by code digests only")
     if not fresh:
         notes.append(f"the plan names round {count.round}'s existing commitment: that round had "
                      f"{count.round_before_plan} test look(s) on board {count.board} before the plan")
