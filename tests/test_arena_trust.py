@@ -189,12 +189,12 @@ def test_a_run_that_scores_after_a_failed_or_unstable_probe_is_refused(arena, tm
     for n, marker in enumerate((FAILED, UNSTABLE)):
         monkeypatch.setattr(Arena, "behaviour", lambda *a, marker=marker, **k: {"program_behaviour": marker})
         got = arena.submit(_submission(tmp_path, f"flaky{n}", "mallory"), "A", SECRET)
-        assert got["rejected"] and got["kind"] == "protocol" and got["on_test"]
+        assert got["rejected"] and got["kind"] == "behaviour_mismatch" and got["on_test"]
         looks = [e["payload"] for e in arena.ledger.events() if e["kind"] == "test_look"]
         assert looks[-1]["name"] == f"flaky{n}" and looks[-1]["program_behaviour"] == marker
     assert not [e for e in arena.ledger.events() if e["kind"] == "submission"]
     log = (arena.root / "private" / "organiser.log").read_text()
-    assert "behaviour mismatch" in log
+    assert "probe contexts but its test run scored" in log
 
 
 @pytest.mark.parametrize("name", ["snapkv", "snap-kv", "snap_kv", "streaming-llm", "no-press", "full", "pyramid-kv",

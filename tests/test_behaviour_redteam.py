@@ -103,7 +103,7 @@ def test_a_failed_or_unstable_probe_is_no_free_pass():
     only before an instant); a seen program, or none probed, is not refused by this."""
     for marker in (FAILED, UNSTABLE):
         refused = mismatch({"program_behaviour": marker})
-        assert refused is not None and "behaviour mismatch" in str(refused)
+        assert refused is not None and refused.kind == "behaviour_mismatch" and "probe contexts" in str(refused)
     assert mismatch({"program_behaviour": "ab" * 32, "program_sketch": "00" * 512}) is None and mismatch({}) is None
 
 

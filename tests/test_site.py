@@ -375,7 +375,7 @@ def test_an_entry_page_shows_its_claims_verdict_not_the_bare_label(tmp_path):
 
 
 def test_an_entry_page_cuts_a_long_field_and_keeps_the_short_ones(tmp_path):
-    """A behaviour sketch (1,024 hex characters) would swamp the entry's report: the page shows its start and its
+    """A behaviour sketch (4,096 hex characters) would swamp the entry's report: the page shows its start and its
     length; short fields, numbers and an absent value read as before."""
     ledger = Ledger(tmp_path / "arena" / "ledger.jsonl")
     sketch = "ab" * 512

@@ -138,7 +138,7 @@ def mismatch(digests: dict[str, str]) -> Any:
 
     what = {FAILED: "failed", UNSTABLE: "gave two different answers"}.get(digests.get("program_behaviour", ""))
     return None if what is None else SubmissionError(
-        "protocol", f"behaviour mismatch: the program {what} on the round's probe contexts but its test run "
+        "behaviour_mismatch", f"the program {what} on the round's probe contexts but its test run "
                     "scored; the arena refuses a program whose probe and run differ")
 
 

@@ -192,7 +192,7 @@ def claim_text(events: list[dict], entry: dict | None) -> str:
             f"counted test look(s), {esc(verdict.family_looks)} in earlier plans of its family).</p>")
 
 
-LONG_VALUE = 96  # characters of a field shown whole; a longer one (a behaviour sketch: 1,024 hex) is cut
+LONG_VALUE = 96  # characters of a field shown whole; a longer one (a behaviour sketch: 4,096 hex) is cut
 
 
 def _shown(value: Any) -> str:

@@ -13,7 +13,8 @@ from ...util.terminal_text import safe_text
 
 KINDS = ("missing_file", "bad_description", "bad_metadata", "bad_method", "bad_import", "file_access", "network",
          "crash", "timeout", "memory", "tampering", "bad_output", "over_budget", "duplicate_indices", "out_of_range",
-         "reserved_name", "protocol", "bad_params", "bad_probe", "probe_is_question", "not_allowed", "bad_folder")
+         "reserved_name", "protocol", "bad_params", "bad_probe", "probe_is_question", "not_allowed", "bad_folder",
+         "behaviour_mismatch")
 STATIC_KINDS = frozenset({"missing_file", "bad_description", "bad_metadata", "bad_method", "bad_import",
                           "file_access", "network", "reserved_name", "bad_params", "bad_probe", "not_allowed",
                           "bad_folder"})
