@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from cachecraft_lib.arena.boards import splits
+from cachecraft_lib.arena.scoring.claims import claim_verdict
 from cachecraft_lib.arena.scoring.ledger import Ledger
 from cachecraft_lib.search.seed_pool import pool_seeds
 
@@ -27,6 +28,12 @@ def _events(tmp_path: Path) -> list[dict]:
 
 def _round(events: list[dict]) -> dict:
     return next(e["payload"] for e in events if e["kind"] == "round")
+
+
+def _units_of() -> dict[str, pd.DataFrame]:
+    """Every method's per-unit test values in the committed files (entries and FRC, then the baselines)."""
+    units = pd.concat([pd.read_csv(SAMPLES / f"{STEM}.csv.gz"), pd.read_csv(SAMPLES / f"{STEM}_baselines.csv.gz")])
+    return {m: rows[["context_id", "task", "overall"]] for m, rows in units.groupby("method")}
 
 
 @pytest.fixture
@@ -45,6 +52,19 @@ def test_the_revealed_secret_is_the_rounds_committed_one(events):
     assert not splits.verify_reveal(secret, 2, found["commitment"], found["salt"])  # another round's
 
 
+def test_the_committed_ledger_is_signed_and_its_two_claims_hold_with_one_look_each(events):
+    """The B_offline run's public ledger (a plan-tagged ledger, unlike board A's older one) verifies against its
+    published key (the ``events`` fixture: ``LedgerTampered`` on an edited or unsigned line), its plan comes before
+    the round's commitment, and each seed's claim holds on one look."""
+    kinds = [e["kind"] for e in events]
+    assert kinds[0] == "plan" and kinds.index("round") > 0 and events[0]["payload"]["board"] == "B_offline"
+    entries = [e for e in events if e["kind"] == "submission" and (e["payload"].get("origin") or {}).get("plan")]
+    assert sorted(e["payload"]["origin"]["random_seed"] for e in entries) == [0, 1]
+    for entry in entries:
+        verdict = claim_verdict(events, entry)
+        assert verdict.holds and verdict.looks == 1 and "old ledger" not in verdict.reason, verdict.reason
+
+
 def test_the_committed_baselines_are_the_ledgers_and_cover_the_entries_units(events):
     baselines = pd.read_csv(SAMPLES / f"{STEM}_baselines.csv.gz")
     entries = pd.read_csv(SAMPLES / f"{STEM}.csv.gz")
@@ -61,8 +81,7 @@ def test_against_the_selection_halfs_best_baseline_one_seed_in_two_beats_it():
     table = pd.read_csv(Path(__file__).resolve().parents[1] / "figures" / "table_search_arena_gains_B_offline.csv")
     against = set(table[table.split.str.startswith("dev")].against)
     assert against == {"streaming_llm"}
-    units = pd.concat([pd.read_csv(SAMPLES / f"{STEM}.csv.gz"), pd.read_csv(SAMPLES / f"{STEM}_baselines.csv.gz")])
-    of = {m: rows[["context_id", "task", "overall"]] for m, rows in units.groupby("method")}
+    of = _units_of()
     names = {0: "search-v1-0", 1: "search-v1-1"}
     pool = pool_seeds({s: of[n] for s, n in names.items()}, names, of["streaming_llm"], "streaming_llm", 0.005)
     assert pool.beats == 1 and 0.005 < pool.pooled_lo < pool.pooled_gain < pool.pooled_hi
@@ -76,8 +95,7 @@ def test_a_pools_rows_and_verdicts_read_as_the_table_says():
     from the interval alone, and none without one."""
     from cachecraft_lib.search.seed_pool import verdict
 
-    units = pd.concat([pd.read_csv(SAMPLES / f"{STEM}.csv.gz"), pd.read_csv(SAMPLES / f"{STEM}_baselines.csv.gz")])
-    of = {m: rows[["context_id", "task", "overall"]] for m, rows in units.groupby("method")}
+    of = _units_of()
     names = {0: "search-v1-0", 1: "search-v1-1"}
     pool = pool_seeds({s: of[n] for s, n in names.items()}, names, of["frc"], "frc", 0.005)
     rows = pd.DataFrame(pool.rows("test"))

@@ -18,7 +18,7 @@ submitted programs are on the round's contexts; each submission is already a cou
 
 Threshold: ``THRESHOLD`` = 0.9, from the margins measured in tests/test_behaviour_digest.py (synthetic inputs)
 and stated in docs/board_fitness.md: a one-token variant is at about 0.98-1.0, different example methods at
-most about 0.6. A variant must change about 5% of its kept tokens on the sampled contexts ((1 - f) / (1 + f)
+most 0.78 (board A's smoke test contexts; 0.63 on the cpu board's). A variant must change about 5% of its kept tokens on the sampled contexts ((1 - f) / (1 + f)
 < 0.9) to count as another program; how much that moves its score is the program's business, not the sketch's.
 """
 
@@ -107,8 +107,8 @@ def cache_tokens(keys: np.ndarray, values: np.ndarray, idx: np.ndarray, new: dic
 def kept_codes(sub: Any, parts: dict[str, np.ndarray], shape: tuple[int, int, int], budget: int,
                where: tuple[int, int, int], layer: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """The tuples one layer keeps given the method's raw answer (validated as the press validates it), as uint64
-    codes: a ``score`` answer's ``budget`` highest per head (ties: the earlier token; over all heads at once when
-    head-adaptive), a ``keep`` answer's indices; with a ``Rewrite``, what the cache then holds by content
+    codes: a ``score`` answer's tokens as the board's press selects them (``press_selection``), a ``keep``
+    answer's indices; with a ``Rewrite``, what the cache then holds by content
     (``cache_tokens``, given the layer's original ``(keys, values)``; without them, one code per array)."""
     from ..submissions.sandbox import validate_indices, validate_rewrite, validate_scores
 
