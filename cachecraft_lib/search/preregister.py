@@ -12,6 +12,12 @@ author's) and, when given, the SHA-256 of the search half's context ids (``searc
 with the run's ``fitness_contexts.txt``). ``claim_verdict`` (``arena.scoring.claims``) and ``verify_claim`` (below)
 check a recorded entry's claim afterwards, against the ledger and against its run folder.
 
+The plan names, before the run, what the search will be compared with (``comparators``: FRC and the selection
+half's best baseline, a role filled from dev items alone) and the controls run beside it (``controls``: the seed
+program scored on the same test items, and random search over the same program space at the search's budget,
+``search.random_control``); ``make_plan`` and ``record_plan`` refuse a plan without comparators
+(``MissingComparators``), so a comparison cannot be chosen after the test numbers exist (issue 56).
+
 ``check_registration`` is what ``arena submit-search`` asks before it touches a secret: the run's plan event is
 in the ledger, unaltered, names this run's board, seed program, sizes and random seed, and precedes the run's
 first evaluation and any entry of this run; otherwise ``NotPreregistered``, unless the caller labels the run
@@ -43,6 +49,18 @@ DEFAULT_AUTHOR = "cachecraft-search"  # who `arena search` registers and `submit
 CONTEXTS_FILE = "fitness_contexts.txt"  # the run's search-half context ids, one per line (board_search)
 
 
+FRC = "frc"
+SELECTION_BEST = "best baseline of the selection half"  # which one: read from the dev items' selection half only
+DEFAULT_COMPARATORS = (FRC, SELECTION_BEST)
+SEED_CONTROL = "seed program"  # the unsearched seed, scored on the same test items
+RANDOM_CONTROL = "random search at the search's budget"  # search.random_control, generations x population programs
+DEFAULT_CONTROLS = (SEED_CONTROL, RANDOM_CONTROL)
+
+
+class MissingComparators(ValueError):
+    """A plan that does not name what the search will be compared with: refused before anything is recorded."""
+
+
 class NotPreregistered(ValueError):
     """The run's plan was not recorded in this arena's ledger before the run started (the message says why)."""
 
@@ -71,10 +89,13 @@ class Plan:
     search_contexts_sha256: str | None = None
     seed_ast: str | None = None  # the seed program's normalised digest: a comment added to it is no new family
     seed_shape: str | None = None  # its names-free digest (code_shape): nor is the seed with names renamed
+    comparators: tuple[str, ...] = ()  # what every seed's program is compared with (DEFAULT_COMPARATORS)
+    controls: tuple[str, ...] = ()  # run beside the search, every seed (DEFAULT_CONTROLS)
 
     def payload(self) -> dict[str, Any]:
         body = asdict(self)
-        body["random_seeds"] = list(self.random_seeds)
+        for key in ("random_seeds", "comparators", "controls"):
+            body[key] = list(getattr(self, key))
         return body
 
     def digest(self) -> str:
@@ -99,9 +120,12 @@ def plan_hash(payload: dict[str, Any]) -> str:
 def make_plan(board: str, profile: str, seed_program: str, seed_source: str, generations: int, population: int,
               random_seeds: list[int], structural: bool, split_seed: int, top_k: int, rule: str,
               events: list[dict], round_: int = 1, notes: str = "", author: str = DEFAULT_AUTHOR,
-              search_contexts: list[str] | None = None) -> Plan:
+              search_contexts: list[str] | None = None, comparators: tuple[str, ...] | list[str] = DEFAULT_COMPARATORS,
+              controls: tuple[str, ...] | list[str] = DEFAULT_CONTROLS) -> Plan:
     """The plan, with the round's commitment read from the ledger's ``events`` (None when the round is new), its
-    author (the entries claiming it must be theirs) and, given ``search_contexts``, their ids' SHA-256."""
+    author (the entries claiming it must be theirs), given ``search_contexts``, their ids' SHA-256, and its
+    ``comparators`` and ``controls`` (``check_comparisons``: none is refused)."""
+    comparators, controls = check_comparisons(comparators, controls)
     from ..arena.scoring.plan_looks import SEED_LIMIT, code_digest, shape_digest
     from ..arena.scoring.rounds import round_event
     from ..arena.submissions.identity import author_key
@@ -117,7 +141,23 @@ def make_plan(board: str, profile: str, seed_program: str, seed_source: str, gen
                 int(population), tuple(int(s) for s in random_seeds), bool(structural), int(split_seed), int(top_k),
                 rule, int(round_), str(committed["commitment"]) if committed else None, notes, {}, author,
                 author_key(author), None if search_contexts is None else contexts_sha256(search_contexts),
-                code_digest(seed_source.encode()), shape_digest(seed_source.encode()))
+                code_digest(seed_source.encode()), shape_digest(seed_source.encode()), comparators, controls)
+
+
+def check_comparisons(comparators: Any, controls: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The plan's comparators and controls as tuples of names; ``MissingComparators`` when it names no comparator
+    (or names one twice), ``ValueError`` for a control this library does not run."""
+    names = tuple(str(c).strip() for c in (comparators or ()))
+    if not names or not all(names) or len(set(names)) != len(names):
+        raise MissingComparators(
+            f"a plan must name its comparators before the run (got {list(comparators or [])}): what every seed's "
+            f"program will be compared with on the test items, e.g. {list(DEFAULT_COMPARATORS)}; a comparison "
+            "chosen after the test numbers exist is no pre-registered evidence")
+    runs = tuple(str(c) for c in (controls or ()))
+    unknown = sorted(set(runs) - set(DEFAULT_CONTROLS))
+    if unknown:
+        raise ValueError(f"unknown control(s) {unknown}: the controls are {list(DEFAULT_CONTROLS)}")
+    return names, runs
 
 
 def contexts_sha256(context_ids: list[str]) -> str:
@@ -126,7 +166,9 @@ def contexts_sha256(context_ids: list[str]) -> str:
 
 
 def record_plan(ledger: Any, plan: Plan) -> dict:
-    """Append the ``plan`` event (``Ledger.append``); returns the event as written."""
+    """Append the ``plan`` event (``Ledger.append``); returns the event as written. A plan without comparators is
+    refused (``MissingComparators``) before anything is written."""
+    check_comparisons(plan.comparators, plan.controls)
     return ledger.append("plan", {**plan.payload(), "plan_hash": plan.digest()})
 
 
