@@ -20,7 +20,7 @@ import pytest
 
 from cachecraft_lib.arena.scoring.ledger import Ledger
 from cachecraft_lib.arena.site import write_site
-from cachecraft_lib.arena.site.data import rank_range, slug
+from cachecraft_lib.arena.site.data import slug, with_rank_ranges
 from cachecraft_lib.arena.site.markup import markdown
 from cachecraft_lib.arena.submissions.folder import load_submission
 
@@ -155,10 +155,10 @@ def test_every_page_carries_a_strict_csp(arena, tmp_path, tampered):
 
 
 # ----------------------------------------------------------------------------------------------- as HTML
-def test_rank_ranges_follow_the_intervals():
-    lo, hi = pd.Series([0.57, 0.45, 0.40, 0.15]), pd.Series([0.67, 0.55, 0.50, 0.25])
-    assert rank_range(lo, hi) == [(1, 1), (2, 3), (2, 3), (4, 4)]
-    assert rank_range(pd.Series([0.1, 0.1]), pd.Series([0.9, 0.9])) == [(1, 2), (1, 2)]
+def test_the_site_shows_the_leaderboards_rank_ranges():
+    """The pages read the leaderboard's own ranges (paired where it can), never a second rule of their own."""
+    table = with_rank_ranges(pd.DataFrame({"rank_range": ["1", "2-3", "2-3", "4"]}))
+    assert list(zip(table.rank_lo, table.rank_hi, strict=True)) == [(1, 1), (2, 3), (2, 3), (4, 4)]
 
 
 def test_markdown_keeps_markup_out():

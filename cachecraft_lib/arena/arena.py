@@ -42,7 +42,15 @@ from ..sandbox import boundary as os_boundary
 from .board_runner import BoardRunner, Contender, baseline_contender, submission_contender
 from .boards.boards import Board, load_boards
 from .boards.items import board_items, split_seed
-from .recording import best_entry, entry_payload, payload, private_path, record_submission, save_units
+from .recording import (
+    best_entry,
+    entry_payload,
+    paired_record,
+    payload,
+    private_path,
+    record_submission,
+    save_units,
+)
 from .results import DevReport, Entry, Rejection
 from .scoring import score
 from .scoring.code_shape import checked_digests
@@ -207,8 +215,11 @@ class Arena:
             for name in todo:
                 save_units(units[units.method == name], self._private(round_, board.name, f"baseline-{name}"))
                 ok, why = score.eligible(scores.loc[name], board, scores.loc[best])
-                self.ledger.append("baseline", entry_payload(board, name, "baseline", round_, scores.loc[name], ok,
-                                                             why, units.attrs["excluded_tasks"]))
+                entry = entry_payload(board, name, "baseline", round_, scores.loc[name], ok, why,
+                                      units.attrs["excluded_tasks"])
+                entry["paired"] = paired_record(self.ledger.events(), self.root, board.name, round_, name,
+                                                units[units.method == name])
+                self.ledger.append("baseline", entry)
         return scores
 
     def board_best(self, board: str, round_: int) -> str | None:

@@ -53,6 +53,21 @@ def entry_payload(board: Board, name: str, kind: str, round_: int, row: pd.Serie
             "rules_version": board.rules_version, "moved": kind == "baseline" and bool(ok)}
 
 
+def read_units(root: Path, round_: int, board: str, entry_id: str) -> pd.DataFrame | None:
+    """An entry's per-unit test values, None when the organiser's folder has no file for it."""
+    path = private_path(root, round_, board, entry_id)
+    return pd.read_parquet(path) if path.is_file() else None
+
+
+def paired_record(events: list[dict], root: Path, board: str, round_: int, name: str,
+                  mine: pd.DataFrame) -> list[dict[str, Any]]:
+    """The new entry's paired comparison with every entry of the board and round recorded before it, from the
+    private per-unit values, for its payload (``scoring.pairs``: public ranks then equal the organiser's)."""
+    from .scoring.pairs import record_against
+
+    return record_against(events, board, round_, name, mine, lambda eid: read_units(root, round_, board, eid))
+
+
 def standing(events: list[dict], board: str, round_: int, kinds: tuple[str, ...] = ("baseline", "submission"),
              eligible_only: bool = True) -> pd.DataFrame:
     """The round's scored entries on ``board`` (only those that are eligible and moved it, by default)."""
@@ -102,6 +117,7 @@ def record_submission(ledger: Any, root: Path, board: Board, sub: Any, units: pd
         entry.update(author_key=sub.author_key, code_sha256=sub.code_sha256, best_before=best, gain=result.gain,
                      gain_lo=result.lo, gain_hi=result.hi, gate_threshold=result.threshold, gate_seed=result.seed,
                      moved=bool(result.passed and ok), **extra)
+        entry["paired"] = paired_record(events, root, board.name, round_, sub.name, units[units.method == sub.name])
         event = ledger.append("submission", entry)
         entry_id = f"entry-{event['seq']}"
         save_units(units[units.method == sub.name], private_path(root, round_, board.name, entry_id), exclusive=True)

@@ -15,10 +15,12 @@ rule(s) that awarded them (``post`` or ``frozen_bar``, ``arena.points``).
 
 Ranks are ranges (``rank_range``, ``intervals.rank_range``, the rule notebook 03 uses for FRC): an entry shares
 its rank with every entry of the board whose paired difference to it has a 95% interval that includes 0. Each
-pair is compared over the test units both have per-unit values for (``units``, e.g.
-``units_loader(arena.root)``, which reads the ledger when asked, so entries recorded after it was made are
-found); only a pair without them falls back to the overlap of the two overall intervals (``rank_basis`` says
-which, per entry: "paired", "overlap" or both). ``rank`` is the order of the point estimates.
+pair is compared by the paired difference the ledger records with the later entry (``pairs``: the organiser
+computes it from the private per-unit values, so anyone reading the ledger ranks alike), else over the test
+units both have per-unit values for (``units``, e.g. ``units_loader(arena.root)``, which reads the ledger when
+asked, so entries recorded after it was made are found); only a pair with neither (an older ledger read without
+the private folder) falls back to the overlap of the two overall intervals (``rank_basis`` says which, per
+entry: "paired", "overlap" or both). ``rank`` is the order of the point estimates.
 
 ``test_looks`` counts, per board and author, the ``test_look`` events: every evaluation of any program on a
 round's test items (``Arena.run_test``), scored, refused or crashed alike. ``test_looks_by_plan`` counts them per
@@ -30,21 +32,24 @@ nothing was submitted; looks no plan holds (baselines, hand-made entries) are un
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from ...stats.intervals import Interval
 from .ledger_fields import payload  # the one reader of an event's payload (also for malformed ones)
+from .pairs import entry_id, recorded
 
 SCORED = ("baseline", "submission")
 COLUMNS = ["board", "rank", "rank_range", "shares_rank_with", "rank_basis", "name", "author", "kind", "overall", "lo", "hi", "accuracy", "memory", "memory_physical",
            "speed", "overhead", "eligible", "moved", "gain", "gain_lo", "gain_hi", "points", "novelty", "effectiveness",
-           "soundness", "flags", "judge", "points_rule", "test_looks", "round", "time"]
+           "soundness", "flags", "judge", "points_rule", "test_looks", "round", "entry_id", "time"]
 PAIRED, OVERLAP = "paired difference over test units", "overlap of overall intervals"
 UnitsOf = Callable[[str, str], "pd.DataFrame | None"]  # (board, name) -> that entry's per-unit test values
+Pairs = Mapping[tuple, Interval]  # ((round, entry id a), (round, entry id b)) -> a - b as the ledger records it
 JUDGED = ("novelty", "effectiveness", "soundness", "judge")
 NO_PLAN = "no plan"  # plan_looks.NO_PLAN
 PLAN_PREFIX = 16  # a plan is named by its hash's first 16 hex digits, as an entry's origin names it
@@ -60,7 +65,8 @@ def entries(events: Iterable[dict]) -> pd.DataFrame:
     for event in events:
         kind, data = event.get("kind"), payload(event)
         if kind in SCORED:
-            rows.append({**{c: data.get(c) for c in COLUMNS}, "kind": kind, "time": event.get("time", data.get("time"))})
+            rows.append({**{c: data.get(c) for c in COLUMNS}, "kind": kind, "entry_id": entry_id(event),
+                         "time": event.get("time", data.get("time"))})
         elif kind == "points":
             key = (data.get("board"), data.get("name"))
             points[key] = points.get(key, 0.0) + float(data.get("points", 0.0))
@@ -124,7 +130,8 @@ def rejections(events: Iterable[dict]) -> pd.DataFrame:
 def leaderboard(events: Iterable[dict], board: str | None = None, units: UnitsOf | None = None) -> pd.DataFrame:
     """The standing of each board: the latest entry per (board, name), ranked by overall (eligible first), each
     rank a range over the entries it cannot be told apart from (see the module docstring)."""
-    table = entries(list(events))
+    events = list(events)
+    table = entries(events)
     if board is not None:
         table = table[table.board == board]
     if table.empty:
@@ -133,18 +140,19 @@ def leaderboard(events: Iterable[dict], board: str | None = None, units: UnitsOf
     latest["eligible"] = latest.eligible.fillna(False).astype(bool)
     latest = latest.sort_values(["board", "eligible", "overall"], ascending=[True, False, False])
     latest["rank"] = latest.groupby("board").cumcount() + 1
-    parts = [_rank_ranges(g, units) for _, g in latest.groupby("board", sort=False)]
+    pairs = recorded(events)
+    parts = [_rank_ranges(g, units, pairs) for _, g in latest.groupby("board", sort=False)]
     return pd.concat(parts).reset_index(drop=True)[COLUMNS]
 
 
-def _rank_ranges(board: pd.DataFrame, units: UnitsOf | None) -> pd.DataFrame:
+def _rank_ranges(board: pd.DataFrame, units: UnitsOf | None, pairs: Pairs) -> pd.DataFrame:
     """Rank ranges within one board, eligible entries first (an ineligible entry ranks below them all)."""
     from ...stats.intervals import rank_range
 
     board = board.copy()
     offset, ranges, shared, basis = 0, {}, {}, {}
     for _, group in board.groupby("eligible", sort=False):  # already sorted: eligible first
-        diffs_of, how = _differences(group, units)
+        diffs_of, how = _differences(group, units, pairs)
         for name, diffs in diffs_of.items():
             best, worst, with_ = rank_range(diffs)
             ranges[name] = str(best + offset) if best == worst else f"{best + offset}-{worst + offset}"
@@ -156,24 +164,25 @@ def _rank_ranges(board: pd.DataFrame, units: UnitsOf | None) -> pd.DataFrame:
     return board
 
 
-def _differences(group: pd.DataFrame, units: UnitsOf | None) -> tuple[dict[str, dict], dict[str, str]]:
-    """name -> {other: Interval of name - other}, and name -> how: paired over the test units both entries have
-    values for wherever they do, else the overlap of the two overall intervals (an interval of the difference
-    cannot be had without paired values)."""
-    from ...stats.intervals import Interval
-    from . import score
+def _differences(group: pd.DataFrame, units: UnitsOf | None,
+                 pairs: Pairs) -> tuple[dict[str, dict], dict[str, str]]:
+    """name -> {other: Interval of name - other}, and name -> how: paired where the ledger records the pair
+    (``pairs``, the organiser's record: the same for anyone who reads the ledger), else over the test units both
+    entries have values for wherever they do, else the overlap of the two overall intervals (an interval of the
+    difference cannot be had without paired values)."""
+    from .pairs import pair_interval
 
     board, names = str(group.board.iloc[0]), list(group.name)
+    ids = {n: (r if pd.notna(r) else 1, e) for n, r, e in zip(group.name, group["round"], group.entry_id, strict=True)}
     frames = {n: units(board, n) for n in names} if units else {}
     frames = {n: f for n, f in frames.items() if f is not None and len(f)}
 
     def paired(a: str, b: str) -> Interval | None:
+        if (ids[a], ids[b]) in pairs:
+            return pairs[(ids[a], ids[b])]
         if a not in frames or b not in frames:
             return None
-        both = pd.concat([frames[a].assign(method=a), frames[b].assign(method=b)], ignore_index=True)
-        common = both.groupby("context_id").method.nunique() == 2
-        both = both[both.context_id.isin(common[common].index)]
-        return score.paired_gain(both, a, b) if len(both) else None
+        return pair_interval(frames[a], frames[b])
 
     rows = group.set_index("name")
 
@@ -196,26 +205,20 @@ def _differences(group: pd.DataFrame, units: UnitsOf | None) -> tuple[dict[str, 
     return diffs, how
 
 
-def units_loader(root: str | Path, round_: int = 1) -> UnitsOf:
+def units_loader(root: str | Path, round_: int = 1, events: list[dict] | None = None) -> UnitsOf:
     """Per-unit test values as the harness keeps them: under its ledger id, ``<root>/private/round<r>/<board>/``
     ``baseline-<name>.parquet`` or ``entry-<seq>.parquet`` for the latest entry of that name (the one the
-    leaderboard shows); an entry without a file gives None (then the board falls back to interval overlap)."""
+    leaderboard shows); an entry without a file gives None (then the board falls back to interval overlap).
+    ``events``: the ledger as already read (the site's, verified or not), else ``<root>/ledger.jsonl`` read when
+    asked (each read verifies only new lines)."""
     from .ledger import Ledger
+    from .pairs import latest_entries
 
     base = Path(root) / "private" / f"round{round_}"
-    ledger = Ledger(Path(root) / "ledger.jsonl")  # read when asked (each read verifies only new lines)
-
-    def ids() -> dict[tuple[str, str], str]:
-        found: dict[tuple[str, str], str] = {}
-        for event in ledger.events():
-            data = payload(event)
-            if event.get("kind") in ("baseline", "submission") and data.get("round", 1) == round_:
-                found[(data.get("board"), data.get("name"))] = (f"baseline-{data.get('name')}"
-                                                                if event["kind"] == "baseline" else f"entry-{event['seq']}")
-        return found
+    ledger = Ledger(Path(root) / "ledger.jsonl") if events is None else None
 
     def load(board: str, name: str) -> pd.DataFrame | None:
-        entry_id = ids().get((board, name))
+        entry_id = latest_entries(ledger.events() if ledger else events or [], board, round_).get(name)
         path = base / board / f"{entry_id}.parquet"
         return pd.read_parquet(path) if entry_id and path.is_file() else None
 
@@ -230,7 +233,7 @@ def write(events: Iterable[dict], out_dir: str | Path | None = None, label: str 
 
     events = list(events)
     board = leaderboard(events, units=units)
-    shown = board.drop(columns=["time"]).round(3)
+    shown = board.drop(columns=["time", "entry_id"]).round(3)
     caption = ("Arena leaderboard, derived from the ledger (overall with its 95% interval over hidden test units; "
                "rank_range: shared where the difference's interval includes 0; points_rule: the rule that awarded "
                "the points)")

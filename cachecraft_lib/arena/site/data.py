@@ -55,29 +55,13 @@ class SiteData:
                 and leaderboard.payload(e).get("name") == name]
 
 
-def rank_range(lo: pd.Series, hi: pd.Series) -> list[tuple[int, int]]:
-    """Ranks an entry could hold given the 95% intervals: best = 1 + entries whose interval lies wholly above
-    its own, worst = count - entries wholly below. Overlapping intervals share ranks (``2-4``)."""
-    lo, hi = lo.to_numpy(dtype=float), hi.to_numpy(dtype=float)
-    return [(1 + int((lo > h).sum()), len(lo) - int((hi < l_).sum())) for l_, h in zip(lo, hi, strict=True)]
-
-
 def with_rank_ranges(table: pd.DataFrame) -> pd.DataFrame:
-    """``rank_lo``/``rank_hi`` per entry: among the eligible entries, then the ineligible ones after them
-    (the leaderboard's order). Uses the leaderboard's own ranges when it provides them."""
-    if {"rank_lo", "rank_hi"} <= set(table.columns) and table.rank_lo.notna().all():
-        return table
+    """``rank_lo``/``rank_hi`` per entry from the leaderboard's own range (``"2-4"``): the paired differences
+    the ledger records, else the organiser's per-unit values, else overlapping intervals (``rank_basis``)."""
     table = table.copy()
-    lo = table.lo.fillna(table.overall)
-    hi = table.hi.fillna(table.overall)
-    ranks: list[tuple[int, int]] = [(0, 0)] * len(table)
-    offset = 0
-    for eligible in (True, False):
-        rows = [i for i, e in enumerate(table.eligible.astype(bool)) if e == eligible]
-        for i, (a, b) in zip(rows, rank_range(lo.iloc[rows], hi.iloc[rows]), strict=True):
-            ranks[i] = (a + offset, b + offset)
-        offset += len(rows)
-    table["rank_lo"], table["rank_hi"] = [r[0] for r in ranks], [r[1] for r in ranks]
+    bounds = [str(r).split("-") for r in table.rank_range]
+    table["rank_lo"] = [int(b[0]) for b in bounds]
+    table["rank_hi"] = [int(b[-1]) for b in bounds]
     return table
 
 
@@ -91,13 +75,17 @@ def profile_of(events: Iterable[dict], default: str | None = None) -> str | None
 
 def gather(events: list[dict], profile: str | None = None, folders: Iterable[str | Path] = (),
            root: Path | None = None) -> SiteData:
-    """Everything the pages need; ``folders``: submission folders to match to the ledger's code hashes."""
+    """Everything the pages need; ``folders``: submission folders to match to the ledger's code hashes. With the
+    organiser's ``<root>/private/`` the pairs the ledger does not record (older ledgers) are paired from it;
+    the pairs it records rank the same either way (``scoring.pairs``)."""
     profile = profile_of(events, profile)
     try:
         boards = load_boards(profile) if profile else {}
     except BoardError:
         boards = {}
-    table = leaderboard.leaderboard(events)
+    private = root / "private" if root is not None else None
+    units = leaderboard.units_loader(root, events=events) if private is not None and private.is_dir() else None
+    table = leaderboard.leaderboard(events, units=units)
     names = list(dict.fromkeys([*boards, *([] if table.empty else table.board.tolist())]))
     standings = {b: with_rank_ranges(table[table.board == b].reset_index(drop=True)) if not table.empty
                  else table for b in names}

@@ -66,8 +66,8 @@ def index_page(check: LedgerStatus, data: SiteData, published: str | None = None
     rule_versions = sorted({str(e.get("rules_version")) for e in data.events if e.get("rules_version")})
     parts = [f"<h1>CacheCraft arena: {esc(data.profile or 'unknown profile')}</h1>", status_block(check, published),
              f"<p>Ledger rules: {esc(', '.join(rule_versions) or '-')}. Scores are on hidden test items; brackets "
-             "and bars are 95% intervals over test units; ranks are ranges (entries whose intervals overlap share "
-             "them).</p>"]
+             "and bars are 95% intervals over test units; ranks are ranges: entries share a rank where the 95% "
+             "interval of their paired difference over test units includes 0.</p>"]
     for name, standing in data.standings.items():
         board = data.boards.get(name)
         rules = table(["rule", "value"], rules_rows(board, data), "rules") if board else \
@@ -108,13 +108,29 @@ def standing_rows(standing: pd.DataFrame) -> tuple[list[list[str]], list[str]]:
     return rows, classes
 
 
+def rank_basis_note(standing: pd.DataFrame) -> str:
+    """Says which entries' ranks are not from paired differences: the ledger records no comparison for them (an
+    older ledger) and the site was built without the organiser's per-unit values."""
+    if standing.empty or "rank_basis" not in standing:
+        return ""
+    fallback = standing[standing.rank_basis != leaderboard.PAIRED]
+    if fallback.empty:
+        return ('<p class="rank-basis" id="rank-basis">Ranks from the paired differences over test units '
+                "(recorded in the ledger by the organiser).</p>")
+    names = ", ".join(esc(n) for n in fallback["name"])
+    return ('<p class="rank-basis fallback" id="rank-basis"><strong>Ranks partly fall back to overlapping overall '
+            f"intervals</strong> for {names}: the ledger records no paired comparison for some of their pairs (a "
+            "ledger from before entries recorded them) and this site was built without the organiser's per-unit "
+            "values, so those ranks may be wider than the organiser's.</p>")
+
+
 def board_page(check: LedgerStatus, data: SiteData, name: str) -> str:
     standing = data.standings[name]
     rows, classes = standing_rows(standing)
     headers = ["rank", "entry", "author", "kind", "overall [95%]", "interval", *TERMS, "eligible", "moved the board",
                "points", "judges N/E/S", "flags"]
     body = f"<h1>Board {esc(name)}</h1>" + (table(headers, rows, "standing", classes) if rows else
-                                             "<p>No entries yet.</p>")
+                                             "<p>No entries yet.</p>") + rank_basis_note(standing)
     looks = leaderboard.test_looks(data.events)  # every evaluation on test items, per author (issue 49)
     looks = looks[looks.board == name]
     if not looks.empty:
