@@ -64,7 +64,7 @@ def check(r: dict, figures) -> None:
     row = table[(table.random_seed.astype(str) == "pooled") & (table.against == "frc")].iloc[0]
     bar = table[table.split.str.startswith("dev")].against.iloc[0]  # the selection half's best baseline
     against_bar = table[table.split.str.startswith("test") & (table.against == bar)]
-    assert list(against_bar.random_seed.astype(str)) == ["0", "1", "pooled"] and bar != "frc"
+    assert list(against_bar.random_seed.astype(str)) == ["0", "1", "pooled", "a run"] and bar != "frc"
     units = pd.read_csv(figures / "samples" / "08_search_arena.csv.gz")
     assert bar in set(units.method)  # the baselines' per-unit values are in the file: the bar's rows recompute
     names = {0: "search-v1-0", 1: "search-v1-1"}
@@ -73,16 +73,50 @@ def check(r: dict, figures) -> None:
     bar_pooled = against_bar[against_bar.random_seed.astype(str) == "pooled"].iloc[0]
     assert (bar_pooled.gain, bar_pooled.lo, bar_pooled.hi) == pytest.approx(
         (again.pooled_gain, again.pooled_lo, again.pooled_hi), abs=1e-4)
+    bar_run = against_bar[against_bar.random_seed.astype(str) == "a run"].iloc[0]
+    assert (bar_run.gain, bar_run.lo, bar_run.hi) == pytest.approx((again.run.point, again.run.lo, again.run.hi), abs=1e-4)
     dev = table[table.split.str.startswith("dev")]  # smoke: one selection-half context per task, so no interval
     assert dev.lo.isna().all() and (dev.verdict == "no interval (one context per task)").all()
     assert (row.gain, row.lo, row.hi) == pytest.approx((pooled["gain"], pooled["lo"], pooled["hi"]), abs=1e-4)
     assert run_recipe(_as_figures(figures)) == pytest.approx(
         (pooled["gain"], pooled["lo"], pooled["hi"]), abs=1e-6)  # the per-unit file reproduces it
     assert "fresh secret" in (figures / "table_search_arena_gains.md").read_text()
+    check_controls(r, figures, table, bar)
     ledger = [json.loads(line) for line in (figures / "samples" / "08_search_arena_ledger.jsonl").read_text().splitlines()]
     assert [e["kind"] for e in ledger] == kinds  # the public ledger, committed beside the per-unit file
     for name in ("fig_search_arena_dynamics.png", "table_search_arena_generations.md"):
         assert (figures / name).exists()
+
+
+def check_controls(r: dict, figures, table: pd.DataFrame, bar: str) -> None:
+    """Issue 56: the plan named its comparators and controls; every seed ran random search at the search's budget
+    (no selection: every parent the seed), the seed program and each control were scored on the test items (one
+    recorded look each), and the run rows (seeds resampled) recompute from the per-unit file."""
+    from test_two_level_bootstrap import _recipe
+
+    assert r["plan_comparators"] == ["frc", "best baseline of the selection half"]
+    assert r["plan_controls"] == ["seed program", "random search at the search's budget"]
+    assert r["budgets"] == {"0": 2, "1": 2}  # generations x population, the search's children
+    for s in ("0", "1"):
+        control = r["controls"][s]
+        assert control["trace"] == r["budgets"][s] and len(control["parents"]) == 1  # the seed alone: no selection
+        assert control["child_id"] in control["shortlist"]
+    assert sorted(r["control_looks"]) == ["random-v1-0", "random-v1-1", "seed-v1"]  # counted in the ledger
+    units = pd.read_csv(figures / "samples" / "08_search_arena.csv.gz")
+    assert {"seed-v1", "random-v1-0", "random-v1-1"} <= set(units.method)  # a dropped control fails here
+    test = table[table.split.str.startswith("test")]
+    for against in ("frc", bar, "seed-v1", "random search (same seed)"):
+        assert list(test[test.against == against].random_seed.astype(str)) == ["0", "1", "pooled", "a run"]
+    assert set(r["runs"]) == {"frc", bar, "seed program", "random search"}
+    for key, comparator in [("frc", None), ("seed program", 'u["seed-v1"]'),
+                            ("random search", 'u[c.replace("search-", "random-")]')]:
+        run = r["runs"][key]
+        assert run["seeds"] == 2 and run["seed_level"]  # the seed level was resampled
+        found = _recipe(_as_figures(figures), comparator)
+        assert found == pytest.approx((run["gain"], run["lo"], run["hi"]), abs=1e-9)
+    seeds = pd.read_csv(figures / "table_search_arena_seeds.csv")
+    assert list(seeds.random_seed) == [0, 1] and (seeds.budget == 2).all()
+    assert (figures / "table_search_arena_controls_dev.csv").exists()
 
 
 def _as_figures(folder):

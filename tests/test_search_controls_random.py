@@ -87,3 +87,24 @@ def test_the_same_selection_rule_reads_the_controls_run(tmp_path):
 def test_a_budget_below_one_is_refused():
     with pytest.raises(ValueError, match="budget"):
         list(random_control.sample_programs(SEED, 0, 0))
+
+
+def _plan_payload(**kw):
+    from cachecraft_lib.search import preregister
+
+    plan = preregister.make_plan("A", "smoke", "v1", SEED, 1, 2, [0, 1, 2], True, selection.SPLIT_SEED, 2,
+                                 selection.rule_text(), [], **kw)
+    return plan.payload()
+
+
+def test_a_dropped_control_or_comparator_is_named():
+    from cachecraft_lib.search.seed_pool import missing_from_plan
+
+    plan = _plan_payload()
+    full = {"frc", "snapkv", "seed-v1", *(f"search-v1-{s}" for s in range(3)), *(f"random-v1-{s}" for s in range(3))}
+    assert missing_from_plan(plan, full, "snapkv") == []
+    assert missing_from_plan(plan, full - {"random-v1-1"}, "snapkv") == ["random-v1-1"]  # one seed's control dropped
+    assert missing_from_plan(plan, full - {"seed-v1"}, "snapkv") == ["seed-v1"]
+    assert missing_from_plan(plan, full - {"snapkv"}, "snapkv") == ["snapkv"]  # the selection half's best baseline
+    assert missing_from_plan(plan, full - {"search-v1-2"}, "snapkv") == ["search-v1-2"]
+    assert missing_from_plan({**plan, "comparators": []}, full, "snapkv") == ["the plan names no comparator"]

@@ -34,6 +34,16 @@ CONTROL_TAG = "random search (no selection)"  # run_info.txt's control= line
 DEFAULT_MAX_EDITS = 8  # the cpu profile's generations in notebook 08
 
 
+def control_name(seed: str, random_seed: int) -> str:
+    """The test-item name of a seed's random-search pick (notebook 08's per-unit file): ``random-<seed>-<s>``."""
+    return f"random-{seed}-{random_seed}"
+
+
+def seed_control_name(seed: str) -> str:
+    """The test-item name of the unsearched seed program: ``seed-<seed>``."""
+    return f"seed-{seed}"
+
+
 @dataclass(frozen=True)
 class Sampled:
     """One random program: its code and the stated changes from the seed, oldest first."""

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import yaml
 
 from ..arena.submissions.folder import DESCRIPTION_FILE, METADATA_FILE
@@ -236,3 +237,29 @@ def submit(prepared: SearchSubmission, board: str, arena: Any, secret: bytes, ro
         prepared.review = review(bundle)
         record_review(arena.ledger, prepared.review, bundle, board)
     return prepared
+
+
+CONTROL_AUTHOR = "control"  # the test looks of the plan's controls (the seed program, random search's picks)
+
+
+def score_controls(arena: Any, board: str, secret: bytes, programs: dict[str, str], round_: int = 1,
+                   **limits: Any) -> pd.DataFrame:
+    """The plan's controls (``programs``: name -> policy program code) on the round's hidden test items, the
+    same items and scoring as every entry (``score.unit_values``), one ``test_look`` each in the ledger (author
+    ``control``). Not entries: they move no board and spend no author's rate limit; they exist to be compared
+    with. Returns the per-unit rows (``method`` = the name, ``context_id``, ``task``, ``overall``...)."""
+    from ..arena.board_runner import submission_contender
+    from ..arena.scoring import score
+
+    the_board = arena.board(board)
+    with tempfile.TemporaryDirectory(prefix="cachecraft-controls-") as tmp:
+        subs = []
+        for name, code in programs.items():
+            program = Path(tmp) / f"{name}.py"
+            program.write_text(code)
+            subs.append(program_to_submission(program, Path(tmp) / name, name, author=CONTROL_AUTHOR, boards=(board,)))
+        looks = [{"author": CONTROL_AUTHOR, "author_key": CONTROL_AUTHOR, "name": s.name, "program": s.code_sha256}
+                 for s in subs]
+        rows = arena.run_test(the_board, secret, round_, [submission_contender(s, **limits) for s in subs], looks)
+    units = score.unit_values(rows, the_board)
+    return units[units.method.isin(programs)].reset_index(drop=True)
