@@ -181,7 +181,7 @@ def test_site_pages_from_the_ledger(arena, tmp_path):
     assert "<b onmouseover" not in board and "&lt;b onmouseover=alert(1)&gt;" in board
     page = (tmp_path / "site" / "entries" / slug("A", name)).read_text()
     assert "<script>" not in page.split("</head>")[1] and "&lt;script&gt;" in page and "<img" not in page
-    assert "&quot;point&quot;: 0.07" in page  # the arena's dev report, escaped
+    assert "&#34;point&#34;: 0.07" in page  # the arena's dev report, escaped
     assert "MADE-UP-BY-THE-AUTHOR" not in page and "9.99" not in page  # never the folder's own
     assert not any((tmp_path / "site").rglob("*.js")) and "http" not in board.replace("http-equiv", "")
 
@@ -214,7 +214,7 @@ def test_links_in_a_submission_folder_publish_nothing_private(arena, tmp_path):
     write_site(ledger, tmp_path / "site", [folder])
     page = (tmp_path / "site" / "entries" / slug("A", name)).read_text()
     assert "No DESCRIPTION.md shown" in page and "&lt;script&gt;" not in page
-    assert "&quot;point&quot;: 0.07" in page  # the arena's own report still is
+    assert "&#34;point&#34;: 0.07" in page  # the arena's own report still is
 
 
 def _strip_signatures(ledger: Path, rules_version: str | None = None) -> None:
@@ -385,3 +385,32 @@ def test_an_entry_page_cuts_a_long_field_and_keeps_the_short_ones(tmp_path):
     page = (tmp_path / "site" / "entries" / slug("A", "long")).read_text()
     assert sketch not in page and "<code>abababababababab</code>&hellip; (1,024 characters, in the ledger)" in page
     assert "c" * 64 in page and "&ndash;" in page  # a 64-hex digest whole; None as a dash
+
+
+def test_every_ledger_field_on_every_page_is_escaped(tmp_path):
+    """Names, authors, board, flags, a paired record's name and a report field from the ledger (anyone's
+    metadata.yaml), each carrying markup: no page holds it as a tag or an attribute (Jinja2's autoescape)."""
+    from cachecraft_lib.arena.site.templating import environment
+
+    assert environment().autoescape is True
+    evil = '<script>x()</script>"><img src=x onerror=y()>'
+    ledger = Ledger(tmp_path / "arena" / "ledger.jsonl")
+    ledger.append("round", {"round": 1, "profile": "smoke", "commitment": "ab" * 32})
+    ledger.append("baseline", _entry("A", "snapkv", 0.5))
+    ledger.append("submission", _entry("A", f"n{evil}", 0.6, "submission", author=f"a{evil}", code_sha256=evil,
+                                       note=evil, paired=[{"vs": "baseline-snapkv", "name": evil, "diff": 0.1,
+                                                           "lo": 0.05, "hi": 0.15, "per_task": 5}]))
+    ledger.append("review", {"board": "A", "name": f"n{evil}", "author": "x", "judge": evil, "novelty": 1,
+                             "effectiveness": 1, "soundness": 1, "flags": [evil], "notes": []})
+    ledger.append("test_look", {"board": "A", "round": 1, "author": evil, "program": "p"})
+    write_site(ledger.path, tmp_path / "site", [])
+    pages = list((tmp_path / "site").rglob("*.html"))
+    assert len(pages) == 7  # the index, smoke's four boards, two entries
+    for page in pages:
+        text = page.read_text()
+        assert "<script" not in text and "<img" not in text, page
+        head = _Head()
+        head.feed(text)
+        assert head.active == [], (page.name, head.active)
+    entry = (tmp_path / "site" / "entries" / slug("A", f"n{evil}")).read_text()
+    assert entry.count("&lt;script&gt;x()&lt;/script&gt;") >= 5  # name, author, note, flag, judge... as text

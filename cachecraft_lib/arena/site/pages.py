@@ -1,7 +1,7 @@
-"""The site's pages as HTML strings: the index (verification status, boards and their rules), one page per
-board (the standing) and one per entry (description, reports, ledger events). Every value goes through
-``markup.esc``/``markup.num``; only ``markup.markdown`` turns a submission's text into HTML (markdown-it-py,
-raw HTML off).
+"""The site's pages: what each page shows, gathered into plain values, rendered by the Jinja2 templates under
+``templates/`` (autoescape on: ``templating``). The index (verification status, boards and their rules), one
+page per board (the standing) and one per entry (description, reports, paired comparisons, ledger events).
+Only ``markup.markdown`` turns a submission's text into HTML (markdown-it-py, raw HTML off).
 """
 
 from __future__ import annotations
@@ -10,38 +10,27 @@ import json
 from typing import Any
 
 import pandas as pd
+from markupsafe import Markup
 
 from ..boards.boards import Board, _budgets_text
 from ..scoring import leaderboard
+from ..scoring.pairs import FIELD as PAIRED_FIELD
 from .data import SiteData, slug
-from .markup import esc, interval_bar, markdown, num, page, table
+from .markup import interval_bar, markdown, num
 from .status import LedgerStatus
+from .templating import render
 
 TERMS = ("accuracy", "memory", "speed", "overhead")
+STANDING_HEADERS = ["rank", "entry", "author", "kind", "overall [95%]", "interval", *TERMS, "eligible",
+                    "moved the board", "points", "judges N/E/S", "flags"]
+LONG_VALUE = 96  # characters of a field shown whole; a longer one (a behaviour sketch: 4,096 hex) is cut
 
 
-def banner(check: LedgerStatus) -> str:
-    """Shown on every page of a ledger that does not verify."""
-    if check.clean:  # verified, or signed with the key not pinned (the status block says which)
-        return ""
-    shown = (f"Only the {check.count} event(s) before the first bad line are shown" if check.status == "chain"
-             else f"Its {check.count} event(s) are shown unverified")
-    return (f'<div class="tampered" id="tampered"><strong>LEDGER DOES NOT VERIFY.</strong> {esc(check.message)}. '
-            f"{shown}; they are not a clean board.</div>")
+def _page(template: str, check: LedgerStatus, title: str, depth: int = 0, **context: Any) -> str:
+    return render(template, check=check, title=title, up="../" * depth, **context)
 
 
-def status_block(check: LedgerStatus, published: str | None = None) -> str:
-    state = check.state  # "verified" only against a pinned key (status.check_ledger)
-    rows = [["hash chain", f'<span class="status-{"ok" if check.clean else "bad"}" id="chain-status">{esc(state)}</span>'],
-            ["details", esc(check.message)], ["events", esc(check.count)],
-            ["head (last hash)", f"<code id=\"head\">{esc(check.head)}</code>"], ["head file", esc(check.head_file)],
-            ["signatures", esc(check.signatures)], ["ledger", f"<code>{esc(check.path.name)}</code>"]]
-    if published:
-        rows.append(["signed head", f'<a href="{esc(published)}">{esc(published)}</a> (publish it with the site)'])
-    return "<section><h2>Ledger verification</h2>" + table(["check", "result"], rows, "status") + "</section>"
-
-
-def rules_rows(board: Board, data: SiteData) -> list[list[str]]:
+def rules_rows(board: Board, data: SiteData) -> list[tuple[str, Any]]:
     """A board's rules as (name, value) rows, with the points rule(s) the ledger used on it."""
     weights = ", ".join(f"{k} {v:g}" for k, v in board.weights.items() if v or k != "generated_length")
     limits = f"{board.limits.mode}: accuracy >= {board.limits.accuracy:g}, memory + speed >= " \
@@ -52,30 +41,21 @@ def rules_rows(board: Board, data: SiteData) -> list[list[str]]:
                    for p in [leaderboard.payload(e)] if p.get("board") == board.name and "rules_version" in p})
     version = f"{board.rules_version}" + (f" (entries scored under {', '.join(seen)})" if seen and seen !=
                                           [str(board.rules_version)] else "")
-    pairs = [("setting", board.setting), ("budgets (kept)", _budgets_text(board)), ("weights", weights),
-             ("eligibility limits", limits), ("gate threshold", f"{board.gate_threshold:g}"),
-             ("overhead allowance", "-" if board.overhead_allowance is None else f"{board.overhead_allowance:g}x "
-                                                                                    "prefill"),
-             ("items per task (dev/test)", f"{board.items['dev']}/{board.items['test']}"),
-             ("baselines", ", ".join(board.baselines)), ("points rule in force", ", ".join(used) or "no points yet"),
-             ("rules version", version), ("model note", board.label)]
-    return [[esc(k), esc(v)] for k, v in pairs]
+    return [("setting", board.setting), ("budgets (kept)", _budgets_text(board)), ("weights", weights),
+            ("eligibility limits", limits), ("gate threshold", f"{board.gate_threshold:g}"),
+            ("overhead allowance", "-" if board.overhead_allowance is None else f"{board.overhead_allowance:g}x "
+                                                                                "prefill"),
+            ("items per task (dev/test)", f"{board.items['dev']}/{board.items['test']}"),
+            ("baselines", ", ".join(board.baselines)), ("points rule in force", ", ".join(used) or "no points yet"),
+            ("rules version", version), ("model note", board.label)]
 
 
 def index_page(check: LedgerStatus, data: SiteData, published: str | None = None) -> str:
     rule_versions = sorted({str(e.get("rules_version")) for e in data.events if e.get("rules_version")})
-    parts = [f"<h1>CacheCraft arena: {esc(data.profile or 'unknown profile')}</h1>", status_block(check, published),
-             f"<p>Ledger rules: {esc(', '.join(rule_versions) or '-')}. Scores are on hidden test items; brackets "
-             "and bars are 95% intervals over test units; ranks are ranges: entries share a rank where the 95% "
-             "interval of their paired difference over test units includes 0.</p>"]
-    for name, standing in data.standings.items():
-        board = data.boards.get(name)
-        rules = table(["rule", "value"], rules_rows(board, data), "rules") if board else \
-            "<p>No board data for this board in the profile named by the ledger.</p>"
-        parts.append(f'<section class="board" id="board-{esc(name)}"><h2><a href="boards/{esc(name)}.html">Board '
-                     f"{esc(name)}</a> ({len(standing)} entries)</h2>{esc(board.description if board else '')}"
-                     f"{rules}</section>")
-    return page("CacheCraft arena", "\n".join(parts), banner(check))
+    boards = [{"name": name, "count": len(standing), "description": b.description if (b := data.boards.get(name))
+               else "", "rules": rules_rows(b, data) if b else None} for name, standing in data.standings.items()]
+    return _page("index.html.j2", check, "CacheCraft arena", profile=data.profile, published=published,
+                 rule_versions=", ".join(rule_versions), boards=boards)
 
 
 def _scale(standing: pd.DataFrame) -> tuple[float, float]:
@@ -86,110 +66,74 @@ def _scale(standing: pd.DataFrame) -> tuple[float, float]:
     return min(0.0, values.min() - pad), values.max() + pad
 
 
-def rank_text(row: pd.Series) -> str:
-    lo, hi = int(row.rank_lo), int(row.rank_hi)
-    return f'<span class="rank">{lo}</span>' if lo == hi else f'<span class="rank">{lo}&ndash;{hi}</span>'
-
-
-def standing_rows(standing: pd.DataFrame) -> tuple[list[list[str]], list[str]]:
+def standing_rows(standing: pd.DataFrame) -> list[dict[str, Any]]:
+    """One row of values per entry of the board's standing (the template formats and escapes them)."""
     scale = _scale(standing)
-    rows, classes = [], []
+    rows = []
     for _, r in standing.iterrows():
         flags = r.get("flags") or ""
-        judged = "" if pd.isna(r.get("novelty")) else f"{num(r.novelty, 0)}/{num(r.effectiveness, 0)}/" \
-                                                         f"{num(r.soundness, 0)} ({esc(r.get('judge'))})"
-        rows.append([rank_text(r), f'<a href="../entries/{esc(slug(r.board, r["name"]))}">{esc(r["name"])}</a>',
-                     esc(r.author), esc(r.kind), f"{num(r.overall)} <small>[{num(r.lo)}, {num(r.hi)}]</small>",
-                     interval_bar(r.overall, r.lo, r.hi, scale), *[num(r[t]) for t in TERMS],
-                     "yes" if r.eligible else "no", "yes" if bool(r.moved) else "no", num(r.points, 1), judged,
-                     f'<span class="flag">FLAGGED: {esc(flags)}</span>' if flags else ""])
-        classes.append(" ".join(c for c in ("entry", r.kind, "flagged" if flags else "",
-                                            "" if r.eligible else "ineligible") if c))
-    return rows, classes
+        judged = None if pd.isna(r.get("novelty")) else {k: r.get(k) for k in leaderboard.JUDGED}
+        classes = " ".join(c for c in ("entry", r.kind, "flagged" if flags else "",
+                                       "" if r.eligible else "ineligible") if c)
+        rows.append({"rank_lo": int(r.rank_lo), "rank_hi": int(r.rank_hi), "slug": slug(r.board, r["name"]),
+                     "name": r["name"], "author": r.author, "kind": r.kind, "overall": r.overall, "lo": r.lo,
+                     "hi": r.hi, "bar": interval_bar(r.overall, r.lo, r.hi, scale), "terms": [r[t] for t in TERMS],
+                     "eligible": bool(r.eligible), "moved": bool(r.moved), "points": r.points, "judged": judged,
+                     "flags": flags, "classes": classes})
+    return rows
 
 
-def rank_basis_note(standing: pd.DataFrame) -> str:
-    """Says which entries' ranks are not from paired differences: the ledger records no comparison for them (an
-    older ledger) and the site was built without the organiser's per-unit values."""
+def fallback_names(standing: pd.DataFrame) -> list[str] | None:
+    """The entries whose rank is not wholly from paired differences (the ledger records no comparison for some of
+    their pairs, an older ledger, and the site was built without the organiser's per-unit values); None for an
+    empty board."""
     if standing.empty or "rank_basis" not in standing:
-        return ""
-    fallback = standing[standing.rank_basis != leaderboard.PAIRED]
-    if fallback.empty:
-        return ('<p class="rank-basis" id="rank-basis">Ranks from the paired differences over test units '
-                "(recorded in the ledger by the organiser).</p>")
-    names = ", ".join(esc(n) for n in fallback["name"])
-    return ('<p class="rank-basis fallback" id="rank-basis"><strong>Ranks partly fall back to overlapping overall '
-            f"intervals</strong> for {names}: the ledger records no paired comparison for some of their pairs (a "
-            "ledger from before entries recorded them) and this site was built without the organiser's per-unit "
-            "values, so those ranks may be wider than the organiser's.</p>")
+        return None
+    return [str(n) for n in standing[standing.rank_basis != leaderboard.PAIRED]["name"]]
 
 
 def board_page(check: LedgerStatus, data: SiteData, name: str) -> str:
     standing = data.standings[name]
-    rows, classes = standing_rows(standing)
-    headers = ["rank", "entry", "author", "kind", "overall [95%]", "interval", *TERMS, "eligible", "moved the board",
-               "points", "judges N/E/S", "flags"]
-    body = f"<h1>Board {esc(name)}</h1>" + (table(headers, rows, "standing", classes) if rows else
-                                             "<p>No entries yet.</p>") + rank_basis_note(standing)
     looks = leaderboard.test_looks(data.events)  # every evaluation on test items, per author (issue 49)
     looks = looks[looks.board == name]
-    if not looks.empty:
-        body += "<h2>Test looks per author</h2>" + table(
-            ["author", "evaluations on the test items"], [[esc(r.author), esc(r.looks)] for r in looks.itertuples()],
-            "test-looks")
-    body += plan_looks_section(data.events, name)
     rejected = leaderboard.rejections(data.events)
     rejected = rejected[rejected.board == name]
-    if not rejected.empty:
-        body += "<h2>Rejected submissions</h2>" + table(
-            ["entry", "author", "why", "message", "time"],
-            [[esc(r["name"]), esc(r.author), esc(r.kind), esc(r.message), esc(r.time)] for _, r in rejected.iterrows()],
-            "rejections")
-    return page(f"Board {name}", body, banner(check), depth=1)
+    return _page("board.html.j2", check, f"Board {name}", depth=1, name=name, headers=STANDING_HEADERS,
+                 rows=standing_rows(standing), basis=fallback_names(standing),
+                 looks=[(r.author, r.looks) for r in looks.itertuples()],
+                 plan_looks=plan_looks_section(data.events, name),
+                 rejected=[r.to_dict() for _, r in rejected.iterrows()])
 
 
 def plan_looks_section(events: list[dict], board: str) -> str:
     """Test looks per pre-registered plan and random seed, counted as the plan's claim counts them
     (``leaderboard.test_looks_by_plan``), where the board has a plan or a look that names one: a plan, and its
     family (board, seed program, random seed), should show exactly one look per seed, and the claim's family
-    over all seeds (author, board, seed program, round) no more than its first plan's seeds; looks after the entry and
-    other authors' looks tagged with the plan are shown apart; the looks no plan holds are one row."""
+    over all seeds (author, board, seed program, round) no more than its first plan's seeds (flagged above them:
+    five one-seed plans are five looks for one registered seed); looks after the entry and other authors' looks
+    tagged with the plan are shown apart; the looks no plan holds are one row. Empty when no plan shows."""
     looks = leaderboard.test_looks_by_plan(events)
     looks = looks[looks.board == board]
     if (looks.plan == leaderboard.NO_PLAN).all():
-        return ""
-    rows = [[f"<code>{esc(r.plan)}</code>", esc(r.family), "-" if pd.isna(r.random_seed) else esc(int(r.random_seed)),
-             esc(r.looks) + _looks_note(r), esc(r.after) + (" <small>(after the entry)</small>" if r.after else ""),
-             esc(r.foreign) + (" <small>(other authors, other programs: not counted)</small>" if r.foreign else ""),
-             _family_total(r), esc(r.authors), esc(r.names), esc(r.note)] for r in looks.itertuples()]
-    return "<h2>Test looks per plan</h2>" + table(
-        ["plan", "family", "random seed", "evaluations on the test items (up to the entry)", "after the entry",
-         "tagged by others", "family over its seeds (looks / first plan's seeds)", "authors", "entries", "note"],
-        rows, "plan-looks")
-
-
-def _family_total(r: Any) -> str:
-    """The looks of every plan and seed of the row's family (author, board, seed program, round) against the
-    seeds its first plan registered (``plan_looks.first_of_family``), flagged above them: five one-seed plans
-    are five looks for one registered seed."""
-    if r.plan == leaderboard.NO_PLAN or pd.isna(r.family_seeds):
-        return "-"
-    text = f"{int(r.family_total)} / {int(r.family_seeds)}"
-    if r.family_total > r.family_seeds:
-        return text + (' <span class="flag">MORE LOOKS THAN ITS FIRST PLAN\'S SEEDS: later plans of the family '
-                       "(author, board, seed program, round) add no seeds</span>")
-    return text
+        return Markup("")
+    rows = [{"plan": r.plan, "family": r.family, "seed": None if pd.isna(r.random_seed) else int(r.random_seed),
+             "looks": r.looks, "looks_note": _looks_note(r),
+             "family_looks": None if pd.isna(r.family_looks) else int(r.family_looks),
+             "after": r.after, "foreign": r.foreign, "authors": r.authors, "names": r.names, "note": r.note,
+             "family_total": None if r.plan == leaderboard.NO_PLAN or pd.isna(r.family_seeds) else int(r.family_total),
+             "family_seeds": None if pd.isna(r.family_seeds) else int(r.family_seeds)} for r in looks.itertuples()]
+    return Markup(render("plan_looks.html.j2", rows=rows))  # safe: a rendered, autoescaped template
 
 
 def _looks_note(r: Any) -> str:
+    """Which warning a plan's look count carries (the template words it)."""
     if r.plan == leaderboard.NO_PLAN:
         return ""
     if r.looks > 1:
-        return ' <span class="flag">MORE THAN ONE LOOK: a plan has one per seed</span>'
+        return "more"
     if r.family and r.family_looks > 1:
-        return (f' <span class="flag">MORE THAN ONE LOOK IN ITS FAMILY ({int(r.family_looks)}): plans differing only '
-                "in notes or split seed are one chance per seed</span>")
-    return " <small>(not submitted, or recorded before looks named their plan)</small>" if r.looks == 0 else ""
+        return "family"
+    return "none" if r.looks == 0 else ""
 
 
 def claim_text(events: list[dict], entry: dict | None) -> str:
@@ -199,44 +143,53 @@ def claim_text(events: list[dict], entry: dict | None) -> str:
 
     origin = leaderboard.payload(entry or {}).get("origin")
     if not isinstance(origin, dict) or not origin.get("registration"):
-        return ""
-    if origin.get("registration") != "preregistered":
-        return f"<p>Registration: <strong>{esc(origin.get('registration'))}</strong> (no confirmatory evidence).</p>"
-    verdict = claim_verdict(events, entry)
-    state = "holds" if verdict.holds else '<span class="flag">FAILS</span>'
-    return (f"<p>Pre-registration claim: <strong>{state}</strong>: {esc(verdict.reason)} ({esc(verdict.looks)} "
-            f"counted test look(s), {esc(verdict.family_looks)} in earlier plans of its family).</p>")
+        return Markup("")
+    registration = origin.get("registration")
+    verdict = claim_verdict(events, entry) if registration == "preregistered" else None
+    return Markup(render("claim.html.j2", registration=registration, verdict=verdict))  # safe: autoescaped
 
 
-LONG_VALUE = 96  # characters of a field shown whole; a longer one (a behaviour sketch: 4,096 hex) is cut
+def report_cells(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """A payload as the report shows it: numbers formatted, lists and dicts as JSON, long text cut to its start
+    and length (``LONG_VALUE``), None a dash. The ``paired`` record has its own table."""
+    cells = []
+    for field, item in data.items():
+        if field == PAIRED_FIELD:
+            continue
+        text = num(item) if isinstance(item, float) else None if item is None else \
+            json.dumps(item) if isinstance(item, list | dict) else str(item)
+        cells.append({"field": field, "text": text, "cut": text is not None and len(text) > LONG_VALUE,
+                      "length": len(text) if text is not None else 0})
+    return cells
 
 
-def _shown(value: Any) -> str:
-    """A payload value as the report shows it: numbers formatted, lists and dicts as JSON, long text cut."""
-    if isinstance(value, float):
-        return num(value)
-    if value is None:
-        return esc(value)
-    text = json.dumps(value) if isinstance(value, list | dict) else str(value)
-    if len(text) > LONG_VALUE:
-        return f"<code>{esc(text[:16])}</code>&hellip; ({len(text):,} characters, in the ledger)"
-    return esc(text)
+SUMMARY = ("overall", "points", "rule", "judge", "flags", "kind", "message")
 
 
-def _kv(payload: dict[str, Any]) -> str:
-    return table(["field", "value"], [[esc(k), _shown(v)] for k, v in payload.items()], "report")
-
-
-def events_table(events: list[dict]) -> str:
+def event_rows(events: list[dict]) -> list[dict[str, Any]]:
     rows = []
     for e in events:
         p = leaderboard.payload(e)
-        summary = ", ".join(f"{k} {num(p[k]) if isinstance(p[k], float) else esc(p[k])}" for k in
-                            ("overall", "points", "rule", "judge", "flags", "kind", "message") if k in p
-                            and not isinstance(p[k], list | dict))
-        rows.append([esc(e.get("seq")), esc(e.get("time")), esc(e.get("kind")), summary,
-                     f"<code>{esc(str(e.get('hash', ''))[:16])}</code>"])
-    return table(["seq", "time", "event", "summary", "hash"], rows, "events")
+        summary = [(k, p[k]) for k in SUMMARY if k in p and not isinstance(p[k], list | dict)]
+        rows.append({"seq": e.get("seq"), "time": e.get("time"), "kind": e.get("kind"), "summary": summary,
+                     "hash": str(e.get("hash", ""))[:16]})
+    return rows
+
+
+def paired_rows(data: SiteData, row: pd.Series) -> list[dict[str, Any]]:
+    """The entry's paired difference with each other entry of its board as the ledger records it (in its own
+    payload or in the later entry's: ``scoring.pairs.recorded``), in the standing's order."""
+    from ..scoring.pairs import recorded
+
+    pairs = recorded(data.events)
+    mine = (row.get("round") if pd.notna(row.get("round")) else 1, row.get("entry_id"))
+    out = []
+    for _, other in data.standings.get(row.board, pd.DataFrame()).iterrows():
+        theirs = (other.get("round") if pd.notna(other.get("round")) else 1, other.get("entry_id"))
+        if theirs != mine and (mine, theirs) in pairs:
+            d = pairs[(mine, theirs)]
+            out.append({"name": other["name"], "diff": d.point, "lo": d.lo, "hi": d.hi, "per_task": d.n})
+    return out
 
 
 def entry_page(check: LedgerStatus, data: SiteData, row: pd.Series) -> str:
@@ -245,24 +198,10 @@ def entry_page(check: LedgerStatus, data: SiteData, row: pd.Series) -> str:
     latest = scored[-1] if scored else {}
     claim = claim_text(data.events, next((e for e in reversed(events) if e.get("kind") == "submission"), None))
     texts = data.texts.get(latest.get("code_sha256"))
-    if row.kind == "baseline":
-        description = "<p>A baseline shipped with the arena (cachecraft_lib/methods/registry.py).</p>"
-    elif texts and texts.description is not None:
-        description = f'<div class="description">{markdown(texts.description)}</div>'
-    elif texts:
-        description = ("<p>No DESCRIPTION.md shown: absent, or refused (a symbolic link, not a plain file, over "
-                       "the size cap, or in a private folder).</p>")
-    else:
-        description = (f"<p>No submission folder with this code (sha256 <code>{esc(latest.get('code_sha256'))}"
-                       "</code>) was given to the site generator.</p>")
-    dev = f"<pre>{esc(json.dumps(texts.dev_report, indent=1))}</pre>" if texts and texts.dev_report else \
-        "<p>No dev report recorded for this entry.</p>"
-    flags = row.get("flags") or ""
-    body = (f"<h1>{esc(row['name'])} <small>on board <a href=\"../boards/{esc(row.board)}.html\">{esc(row.board)}"
-            f"</a></small></h1>" + (f'<p class="flag">FLAGGED: {esc(flags)}</p>' if flags else "") +
-            f"<p>by {esc(row.author)}; overall {num(row.overall)} [{num(row.lo)}, {num(row.hi)}]; rank "
-            f"{rank_text(row)}; points {num(row.points, 1)}</p>{claim}"
-            f"<h2>DESCRIPTION.md</h2>{description}<h2>Dev report (public dev items)</h2>{dev}"
-            f"<h2>Test report (hidden test items, from the ledger)</h2>{_kv(latest) if latest else ''}"
-            f"<h2>Ledger events</h2>{events_table(events)}")
-    return page(f"{row['name']} on board {row.board}", body, banner(check), depth=1)
+    return _page("entry.html.j2", check, f"{row['name']} on board {row.board}", depth=1,
+                 row={**row.to_dict(), "flags": row.get("flags") or ""}, claim=claim,
+                 description=markdown(texts.description) if texts and texts.description is not None else None,
+                 has_texts=texts is not None, code_sha256=latest.get("code_sha256"),
+                 dev_report=json.dumps(texts.dev_report, indent=1) if texts and texts.dev_report else None,
+                 paired=paired_rows(data, row),
+                 report=report_cells(latest) if latest else [], events=event_rows(events))
