@@ -54,6 +54,7 @@ from .recording import (
 from .results import DevReport, Entry, Rejection
 from .scoring import score
 from .scoring.code_shape import checked_digests
+from .scoring.events import Kind
 
 LOOK_ORIGIN = ("plan", "plan_hash", "run_id", "random_seed")  # what a test look keeps of an origin (issue 49)
 
@@ -191,7 +192,7 @@ class Arena:
         """``contenders`` on the round's test items, after one ``test_look`` event each (``looks``: author and
         program of each): a look counts whether the run then scores, is refused or crashes."""
         for look in looks:
-            self.ledger.append("test_look", {"board": board.name, "round": int(round_), **look})
+            self.ledger.append(Kind.TEST_LOOK, {"board": board.name, "round": int(round_), **look})
         return self.run(board, self.items(board, "test", secret, round_), contenders)
 
     def record_baselines(self, board_name: str, secret: bytes, round_: int = 1) -> pd.DataFrame:
@@ -201,7 +202,7 @@ class Arena:
         self.ensure_round(secret, round_)
         with self.ledger.lock():
             done = {(payload(e)["board"], payload(e)["name"]) for e in self.ledger.events()
-                    if e.get("kind") == "baseline" and payload(e).get("round") == round_}
+                    if e.get("kind") == Kind.BASELINE and payload(e).get("round") == round_}
             todo = [b for b in board.baselines if (board.name, b) not in done]
             if not todo:
                 return pd.DataFrame()
@@ -219,7 +220,7 @@ class Arena:
                                       units.attrs["excluded_tasks"])
                 entry["paired"] = paired_record(self.ledger.events(), self.root, board.name, round_, name,
                                                 units[units.method == name])
-                self.ledger.append("baseline", entry)
+                self.ledger.append(Kind.BASELINE, entry)
         return scores
 
     def board_best(self, board: str, round_: int) -> str | None:
@@ -300,7 +301,7 @@ class Arena:
                                                 "decode(layer)")
         for e in events:
             data = payload(e)
-            if e.get("kind") == "submission" and data.get("board") == board.name \
+            if e.get("kind") == Kind.SUBMISSION and data.get("board") == board.name \
                     and name_key(str(data.get("name"))) == name_key(sub.name) \
                     and author_key(str(data.get("author_key") or data.get("author"))) != sub.author_key:
                 raise SubmissionError("reserved_name", f"name {sub.name!r} is another author's entry on board "

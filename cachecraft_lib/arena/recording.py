@@ -21,6 +21,7 @@ import pandas as pd
 from ..methods.registry import NO_PRESS
 from .boards.boards import Board
 from .results import Entry
+from .scoring.events import Kind
 from .scoring.gate import gate
 from .scoring.ledger_fields import payload
 
@@ -50,7 +51,7 @@ def entry_payload(board: Board, name: str, kind: str, round_: int, row: pd.Serie
         terms["generated"] = round(float(row.get("generated", 0.0)), 6)
     return {"board": board.name, "name": name, "author": author, "kind": kind, "round": round_, **terms,
             "eligible": bool(ok), "eligibility": why, "excluded_tasks": excluded, "units": int(row.units_per_task),
-            "rules_version": board.rules_version, "moved": kind == "baseline" and bool(ok)}
+            "rules_version": board.rules_version, "moved": kind == Kind.BASELINE and bool(ok)}
 
 
 def read_units(root: Path, round_: int, board: str, entry_id: str) -> pd.DataFrame | None:
@@ -71,7 +72,7 @@ def paired_record(events: list[dict], root: Path, board: str, round_: int, name:
 def standing(events: list[dict], board: str, round_: int, kinds: tuple[str, ...] = ("baseline", "submission"),
              eligible_only: bool = True) -> pd.DataFrame:
     """The round's scored entries on ``board`` (only those that are eligible and moved it, by default)."""
-    rows = [{**payload(e), "entry_id": (f"baseline-{payload(e).get('name')}" if e.get("kind") == "baseline"
+    rows = [{**payload(e), "entry_id": (f"baseline-{payload(e).get('name')}" if e.get("kind") == Kind.BASELINE
                                         else f"entry-{e.get('seq')}")}
             for e in events if e.get("kind") in kinds and payload(e).get("board") == board
             and payload(e).get("round") == round_]
@@ -118,7 +119,7 @@ def record_submission(ledger: Any, root: Path, board: Board, sub: Any, units: pd
                      gain_lo=result.lo, gain_hi=result.hi, gate_threshold=result.threshold, gate_seed=result.seed,
                      moved=bool(result.passed and ok), **extra)
         entry["paired"] = paired_record(events, root, board.name, round_, sub.name, units[units.method == sub.name])
-        event = ledger.append("submission", entry)
+        event = ledger.append(Kind.SUBMISSION, entry)
         entry_id = f"entry-{event['seq']}"
         save_units(units[units.method == sub.name], private_path(root, round_, board.name, entry_id), exclusive=True)
         points = award(ledger, rule, board, entry, round_, [*events, event])
@@ -132,6 +133,6 @@ def award(ledger: Any, rule: str, board: Board, entry: dict, round_: int, events
 
     state = points.with_flags(standing(events, board.name, round_, eligible_only=False), events)
     value = float(points.award(points.RULES[rule], state, entry, board.gate_threshold))
-    ledger.append("points", {"board": board.name, "name": entry["name"], "author": entry["author"],
+    ledger.append(Kind.POINTS, {"board": board.name, "name": entry["name"], "author": entry["author"],
                              "points": value, "rule": rule, "round": round_})
     return value

@@ -13,6 +13,8 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+from ..arena.scoring.events import Kind
+
 INIT_HELP = ("create an arena: the organiser's signing key, round ROUND's secret (generated: 256 bits, written "
              "outside the checkout, mode 0600) and its commitment in the ledger; prints the key's fingerprint "
              "to publish apart from the arena folder")
@@ -33,7 +35,7 @@ def _cmd_init(args: argparse.Namespace) -> int:
     else:
         path = splits.write_secret(args.secret_file)
         secret, origin, where = path.read_text().strip().encode(), "generated", str(path)
-    arena.ledger.append("init", {"profile": args.profile, "rules_version": RULES_VERSION,
+    arena.ledger.append(Kind.INIT, {"profile": args.profile, "rules_version": RULES_VERSION,
                                  "secret_origin": origin})
     arena.ensure_round(secret, args.round, origin=origin)
     public = arena.ledger.public_key() or ""

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..scoring.events import Kind
 from ..submissions.errors import SubmissionError
 from ..submissions.folder import DESCRIPTION_FILE, METADATA_FILE, METHOD_FILE
 from ..submissions.metadata import parse_metadata
@@ -208,7 +209,7 @@ def _earlier(own_folder: Path, own: tuple[str, str], folders: list, events: list
     found = [e for e in (_entry_from(p, private) for p in candidates if p.resolve() != own_folder) if e is not None]
     out = {(e.name, e.author, e.code_sha256): e for e in found}
     by_sha = {e.code_sha256: e for e in found}
-    subs = [e.get("payload", e) for e in events if e.get("kind") == "submission"]
+    subs = [e.get("payload", e) for e in events if e.get("kind") == Kind.SUBMISSION]
     own_record = max((i for i, d in enumerate(subs) if (str(d.get("name")), str(d.get("author"))) == own
                       and str(d.get("code_sha256") or "") == own_sha), default=None)
     for i, data in enumerate(subs):

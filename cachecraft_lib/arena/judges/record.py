@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...util.terminal_text import safe_text
+from ..scoring.events import Kind
 from ..scoring.ledger import Ledger
 from .bundle import Bundle
 from .review import Review
@@ -21,7 +22,7 @@ from .review import Review
 def entry_points(events: list[dict], board: str, name: str) -> float:
     """The points an entry's ``points`` events sum to (before any flag)."""
     return sum(float(e["payload"].get("points", 0.0)) for e in events
-               if e.get("kind") == "points" and e["payload"].get("board") == board
+               if e.get("kind") == Kind.POINTS and e["payload"].get("board") == board
                and e["payload"].get("name") == name)
 
 
@@ -36,4 +37,4 @@ def record_review(ledger: Ledger, review: Review, bundle: Bundle, board: str, ro
                "effectiveness": review.effectiveness, "soundness": review.soundness, "flags": list(review.flags),
                "notes": list(review.notes), "points_before": round(before, 6),
                "points_after": 0.0 if review.flags else round(before, 6)}
-    return ledger.append("review", payload, now=now)
+    return ledger.append(Kind.REVIEW, payload, now=now)

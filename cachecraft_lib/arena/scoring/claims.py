@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import PurePath
 
+from .events import Kind
 from .ledger_fields import plan_seeds, sanitized, well_formed
 from .plan_looks import (
     LookCount,
@@ -110,7 +111,7 @@ def claim_verdict(events: list[dict], entry: dict) -> Claim:
     plan_event = named[0]
     full, seed = str(payload(plan_event)["plan_hash"]), as_seed(origin.get("random_seed"))
     count = count_looks(events, plan_event, seed if seed is not None else -1, entry)
-    plan_looks = sum(1 for e in events if e.get("kind") == "test_look" and names_plan(payload(e), full)
+    plan_looks = sum(1 for e in events if e.get("kind") == Kind.TEST_LOOK and names_plan(payload(e), full)
                      and payload(e).get("board") == payload(plan_event).get("board"))
     fresh = payload(plan_event).get("round_commitment") is None
     blind = unsketched(before, payload(plan_event), body)
@@ -129,7 +130,7 @@ def unsketched(before: list[dict], plan: dict, body: dict) -> tuple[int, ...]:
     not at the entry's program by hash, baselines aside (sixth red team: a probe, whole-cache or decode-time hook,
     a failing probe or an older look has no behaviour to match, so a copy of the program behind one passes unseen;
     the verdict shows how many such looks there are rather than passing silently)."""
-    return tuple(e.get("seq", 0) for e in before if e.get("kind") == "test_look"
+    return tuple(e.get("seq", 0) for e in before if e.get("kind") == Kind.TEST_LOOK
                  and payload(e).get("board") == plan.get("board") and payload(e).get("round") == plan.get("round")
                  and not payload(e).get("program_sketch") and payload(e).get("program") != body.get("code_sha256")
                  and not str(payload(e).get("program", "")).startswith("baseline:"))
@@ -208,7 +209,7 @@ def round_claim_broken(events: list[dict], plan_event: dict) -> str:
     plan = payload(plan_event)
     for e in sanitized(events)[: plan_event.get("seq", 0)]:
         data = payload(e)
-        if e.get("kind") == "round" and data.get("round") == plan.get("round") \
+        if e.get("kind") == Kind.ROUND and data.get("round") == plan.get("round") \
                 and data.get("commitment") != plan.get("round_commitment"):
             return (f"the plan (seq {plan_event['seq']}) says round {plan.get('round')}'s commitment was "
                     f"{plan.get('round_commitment')!r}, but the ledger committed it earlier (seq {e['seq']})")

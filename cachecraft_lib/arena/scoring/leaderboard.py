@@ -40,10 +40,10 @@ import numpy as np
 import pandas as pd
 
 from ...stats.intervals import Interval
+from .events import SCORED, Kind
 from .ledger_fields import payload  # the one reader of an event's payload (also for malformed ones)
 from .pairs import entry_id, recorded
 
-SCORED = ("baseline", "submission")
 COLUMNS = ["board", "rank", "rank_range", "shares_rank_with", "rank_basis", "name", "author", "kind", "overall", "lo", "hi", "accuracy", "memory", "memory_physical",
            "speed", "overhead", "eligible", "moved", "gain", "gain_lo", "gain_hi", "points", "novelty", "effectiveness",
            "soundness", "flags", "judge", "points_rule", "test_looks", "round", "entry_id", "time"]
@@ -67,11 +67,11 @@ def entries(events: Iterable[dict]) -> pd.DataFrame:
         if kind in SCORED:
             rows.append({**{c: data.get(c) for c in COLUMNS}, "kind": kind, "entry_id": entry_id(event),
                          "time": event.get("time", data.get("time"))})
-        elif kind == "points":
+        elif kind == Kind.POINTS:
             key = (data.get("board"), data.get("name"))
             points[key] = points.get(key, 0.0) + float(data.get("points", 0.0))
             rules.setdefault(key, []).append(str(data.get("rule", "")))
-        elif kind == "review":
+        elif kind == Kind.REVIEW:
             reviews[(data.get("board"), data.get("name"))] = data
     flags = flagged(events)
     table = pd.DataFrame(rows, columns=COLUMNS)
@@ -96,7 +96,7 @@ def test_looks(events: Iterable[dict]) -> pd.DataFrame:
     """Per (board, author): how many times a program was evaluated on a round's test items (``test_look``)."""
     rows = [{"board": payload(e).get("board"), "author_key": _author_key(payload(e).get("author_key")
                                                                           or payload(e).get("author")),
-             "author": payload(e).get("author")} for e in events if e.get("kind") == "test_look"]
+             "author": payload(e).get("author")} for e in events if e.get("kind") == Kind.TEST_LOOK]
     table = pd.DataFrame(rows, columns=["board", "author_key", "author"])
     return table.groupby(["board", "author_key"], as_index=False).agg(author=("author", "first"),
                                                                      looks=("author", "size"))
@@ -115,7 +115,7 @@ def reviews(events: Iterable[dict]) -> pd.DataFrame:
     """Every review in the ledger, in order: the judge's scores, flags and the effect on the entry's points."""
     cols = ["board", "name", "author", "judge", "novelty", "effectiveness", "soundness", "flags", "points_before",
             "points_after"]
-    rows = [{c: payload(e).get(c) for c in cols} | {"time": e.get("time")} for e in events if e.get("kind") == "review"]
+    rows = [{c: payload(e).get(c) for c in cols} | {"time": e.get("time")} for e in events if e.get("kind") == Kind.REVIEW]
     table = pd.DataFrame(rows, columns=[*cols, "time"])
     table["flags"] = [", ".join(f or ()) for f in table["flags"]]
     return table
@@ -123,7 +123,7 @@ def reviews(events: Iterable[dict]) -> pd.DataFrame:
 
 def rejections(events: Iterable[dict]) -> pd.DataFrame:
     rows = [{k: payload(e).get(k) for k in ("board", "name", "author", "kind", "message")} | {"time": e.get("time")}
-            for e in events if e.get("kind") == "rejection"]
+            for e in events if e.get("kind") == Kind.REJECTION]
     return pd.DataFrame(rows, columns=["board", "name", "author", "kind", "message", "time"])
 
 

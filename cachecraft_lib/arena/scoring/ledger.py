@@ -31,23 +31,11 @@ from pathlib import Path
 from typing import Any
 
 from . import signing
+from .events import COUNTED, DOCS, Kind, of_kind
 from .verify import LedgerTampered, verify_ledger
 
 GENESIS = "0" * 64
-# The event kinds (``append(kind, payload)``: the one way in, generic on purpose; a new kind is added here)
-KIND_DOCS = {
-    "init": "the arena created (`arena init`): profile, rules version, the organiser key's fingerprint",
-    "round": "a round's salted commitment to its secret, and how the secret was made (scoring.rounds)",
-    "baseline": "a baseline scored on a round's test items (arena.record_baselines)",
-    "submission": "an entry scored on the test items and gated against the board's best (arena.submit)",
-    "rejection": "a refused submission: kind, author, a public message (scoring.refusals)",
-    "points": "points awarded to an entry under a points rule (scoring.points)",
-    "review": "a judge's scores and flags of an entry (judges.record)",
-    "test_look": "one evaluation of one program on a round's test items: author, program hash, board, round, "
-                 "and for a search's entry its plan, run and random seed (recorded before it runs, whether it is "
-                 "then scored, refused or crashes)",
-    "plan": "a search's pre-registered plan, recorded before any child is evaluated (search/preregister.py)",
-}
+KIND_DOCS = DOCS  # the event kinds (``events.Kind``) and what each records
 KINDS = tuple(KIND_DOCS)
 # arena-3: events signed (Ed25519), salted round commitments, reserved names, normalised authors;
 # arena-4: every event declares the arena's rules version (a board's own version stays in the payload), so a
@@ -55,7 +43,6 @@ KINDS = tuple(KIND_DOCS)
 RULES_VERSION = "arena-4"
 SIGNED_SINCE = 3  # events of rules version arena-3 and later are signed: unsigned, they were stripped
 RATE_LIMIT, RATE_WINDOW = 5, timedelta(hours=24)  # the reference arena: 5 official submissions per author per 24 hours
-COUNTED = ("submission", "rejection")
 HEAD_FILE = "ledger_head.json"
 
 
@@ -127,10 +114,12 @@ class Ledger:
                 self._lock_depth = 0
 
     # ------------------------------------------------------------------------------------ writing
-    def append(self, kind: str, payload: dict, now: datetime | str | None = None) -> dict:
-        """Add one signed event after verifying the chain so far; returns the event as written."""
+    def append(self, kind: Kind | str, payload: dict, now: datetime | str | None = None) -> dict:
+        """Add one signed event after verifying the chain so far; returns the event as written (its ``kind``
+        the plain string on disk, as every reader of old ledgers expects)."""
         if kind not in KINDS:
             raise ValueError(f"unknown ledger event kind {kind!r}; kinds: {', '.join(KINDS)}")
+        kind = str(Kind(kind))
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "a+", encoding="utf-8") as f:
             fcntl.flock(f, fcntl.LOCK_EX)  # two processes appending at once still form one chain
@@ -185,9 +174,11 @@ class Ledger:
         """The ledger's public key (hex) from ``ledger.pub``; None for an unsigned (pre arena-3) ledger."""
         return self.public_path.read_text().strip() if self.public_path.exists() else None
 
-    def events(self) -> list[dict]:
-        """Every event, in order, after verifying the chain and the signatures (``LedgerTampered`` otherwise)."""
-        return self._verified()
+    def events(self, *kinds: Kind) -> list[dict]:
+        """Every event, in order, after verifying the chain and the signatures (``LedgerTampered`` otherwise);
+        only those of ``kinds`` when given (``events.Kind``; ``events.typed`` reads them as ``Event``s)."""
+        events = self._verified()
+        return of_kind(events, *kinds) if kinds else events
 
     def head(self) -> dict:
         """The chain's head to publish: number of events and the last hash."""
@@ -254,8 +245,8 @@ class Ledger:
 
         me, now_t = author_key(author), _as_time(now)
         events = self.events() if events is None else events
-        return sorted(_as_time(e["time"]) for e in events if e["kind"] in COUNTED
-                      and author_key(str(e["payload"].get("author_key") or e["payload"].get("author", ""))) == me
+        return sorted(_as_time(e["time"]) for e in of_kind(events, *COUNTED)
+                      if author_key(str(e["payload"].get("author_key") or e["payload"].get("author", ""))) == me
                       and now_t - _as_time(e["time"]) < window)
 
     def quota(self, author: str, limit: int = RATE_LIMIT, now: datetime | str | None = None,

@@ -12,6 +12,8 @@ import json
 import re
 from collections.abc import Iterable
 
+from .events import Kind
+
 SEED_LIMIT = 2 ** 31  # random seeds are 0 <= s < 2**31 (metadata, plans, the CLI)
 PREFIX = 16  # the digits an older origin or look names its plan by
 HEX = re.compile(r"^[0-9a-f]+$")
@@ -58,7 +60,7 @@ def is_tagged(data: dict) -> bool:
 
 def valid_plans(events: Iterable[dict]) -> list[dict]:
     """The ``plan`` events whose content matches their hash (an altered plan names nothing)."""
-    return [e for e in events if e.get("kind") == "plan" and is_hash(payload(e).get("plan_hash"), (64,))
+    return [e for e in events if e.get("kind") == Kind.PLAN and is_hash(payload(e).get("plan_hash"), (64,))
             and _plan_digest(payload(e)) == payload(e)["plan_hash"]]
 
 
@@ -71,7 +73,7 @@ def claims_plan(event: dict, plan_hash: str, seed: int | None, owner: str = "") 
     """A ``submission`` whose origin claims this plan and random seed (by ``owner``, an author key, when given:
     another author's entry naming a public plan is that author's claim, not the plan's look)."""
     origin = payload(event).get("origin")
-    return (event.get("kind") == "submission" and isinstance(origin, dict)
+    return (event.get("kind") == Kind.SUBMISSION and isinstance(origin, dict)
             and origin.get("registration") == "preregistered" and names_plan(origin, plan_hash)
             and as_seed(origin.get("random_seed")) == seed and (not owner or author_of(payload(event)) == owner))
 

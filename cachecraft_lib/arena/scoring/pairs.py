@@ -24,20 +24,14 @@ from typing import Any
 import pandas as pd
 
 from ...stats.intervals import Interval
-from .ledger_fields import payload
+from .events import SCORED, Event, typed
 
 FIELD = "paired"
-SCORED = ("baseline", "submission")
 
 
 def entry_id(event: dict) -> str | None:
     """A scored event's ledger id, as its per-unit file is named: ``baseline-<name>`` or ``entry-<seq>``."""
-    kind = event.get("kind")
-    if kind == "baseline":
-        return f"baseline-{payload(event).get('name')}"
-    if kind == "submission" and isinstance(event.get("seq"), int):
-        return f"entry-{event['seq']}"
-    return None
+    return Event.parse(event).entry_id
 
 
 def pair_interval(mine: pd.DataFrame, theirs: pd.DataFrame) -> Interval | None:
@@ -53,14 +47,8 @@ def pair_interval(mine: pd.DataFrame, theirs: pd.DataFrame) -> Interval | None:
 
 def latest_entries(events: Iterable[dict], board: str, round_: int) -> dict[str, str]:
     """name -> ledger id of the latest scored entry of each name on ``board`` in ``round_``."""
-    found: dict[str, str] = {}
-    for event in events:
-        data = payload(event)
-        if event.get("kind") in SCORED and data.get("board") == board and data.get("round", 1) == round_:
-            eid = entry_id(event)
-            if eid is not None:
-                found[str(data.get("name"))] = eid
-    return found
+    return {str(e.name): e.entry_id for e in typed(events, *SCORED)
+            if e.board == board and e.round == round_ and e.entry_id is not None}
 
 
 def comparisons(mine: pd.DataFrame, others: Mapping[str, tuple[str, pd.DataFrame | None]]) -> list[dict[str, Any]]:
@@ -103,12 +91,12 @@ def recorded(events: Iterable[dict]) -> dict[tuple[Key, Key], Interval]:
     """((round, id a), (round, id b)) -> the interval of a - b, from every scored event's ``paired`` record, in
     both directions (b - a is the same draws negated). A malformed record is skipped (the ledger is public)."""
     found: dict[tuple[Key, Key], Interval] = {}
-    for event in events:
-        eid, rows = entry_id(event), payload(event).get(FIELD)
-        if eid is None or not isinstance(rows, list):
+    for event in typed(events, *SCORED):
+        rows = event.payload.get(FIELD)
+        if event.entry_id is None or not isinstance(rows, list):
             continue
-        round_ = payload(event).get("round", 1)
-        mine = (round_, eid)
+        round_ = event.round
+        mine = (round_, event.entry_id)
         for row in rows:
             if not isinstance(row, dict) or not isinstance(row.get("vs"), str):
                 continue

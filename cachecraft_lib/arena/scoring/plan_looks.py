@@ -35,6 +35,7 @@ import pandas as pd
 
 from .behaviour_sketch import near
 from .code_shape import code_digest, look_digests, shape_digest  # noqa: F401 (re-exported: arena, preregister)
+from .events import Kind
 from .ledger_fields import (  # noqa: F401 (re-exported: claims, preregister, leaderboard)
     PREFIX,
     SEED_LIMIT,
@@ -112,7 +113,7 @@ def count_looks(events: list[dict], plan_event: dict, seed: int, entry: dict | N
     tagged_counted, tags_before, before_plan = 0, False, 0
     for e in events:
         data = payload(e)
-        if e.get("kind") != "test_look":
+        if e.get("kind") != Kind.TEST_LOOK:
             continue
         seq = e.get("seq", 0)
         tags_before |= seq < stop and is_tagged(data)
@@ -154,7 +155,7 @@ def entry_programs(events: list[dict], body: dict) -> set[str]:
     sha = body.get("code_sha256")
     found = {p for p in (body.get(k) for k in ENTRY_FIELDS) if isinstance(p, str) and p}
     for e in events:
-        if e.get("kind") == "test_look" and isinstance(sha, str) and payload(e).get("program") == sha:
+        if e.get("kind") == Kind.TEST_LOOK and isinstance(sha, str) and payload(e).get("program") == sha:
             found |= look_programs(payload(e))
     return found
 
@@ -167,7 +168,7 @@ def entry_sketches(events: list[dict], body: dict) -> list[tuple[object, object,
         found.append((body.get("board"), body.get("round"), body["code_sketch"]))
     for e in events:
         data = payload(e)
-        if e.get("kind") == "test_look" and isinstance(sha, str) and data.get("program") == sha \
+        if e.get("kind") == Kind.TEST_LOOK and isinstance(sha, str) and data.get("program") == sha \
                 and isinstance(data.get("program_sketch"), str):
             found.append((data.get("board"), data.get("round"), data["program_sketch"]))
     return found
@@ -195,7 +196,7 @@ def _family_events(events: list[dict], plan_event: dict, seed: int, stop: int) -
         full, owner = str(payload(p)["plan_hash"]), plan_owner(payload(p))
         for e in events[:stop]:
             data = payload(e)
-            look = (e.get("kind") == "test_look" and names_plan(data, full) and as_seed(data.get("random_seed")) == seed
+            look = (e.get("kind") == Kind.TEST_LOOK and names_plan(data, full) and as_seed(data.get("random_seed")) == seed
                     and (not owner or author_of(data) == owner))
             if look or claims_plan(e, full, seed, owner):
                 found.append(e.get("seq", 0))
@@ -233,7 +234,7 @@ def looks_table(events: Iterable[dict]) -> pd.DataFrame:
     known = [str(payload(p)["plan_hash"]) for p in plans]
     for e in events:
         data = payload(e)
-        if e.get("kind") != "test_look" or e.get("seq") in held:
+        if e.get("kind") != Kind.TEST_LOOK or e.get("seq") in held:
             continue
         tag = data.get("plan_hash") if data.get("plan_hash") is not None else data.get("plan")
         named = is_tagged(data) and any(names_plan(data, h) for h in known)

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ...methods.registry import NO_PRESS
+from .events import Kind
 
 SCALE = 100.0
 GATE_THRESHOLD = 0.005  # the reference arena's gate: lower end of the gain's 95% interval at +0.005 or more
@@ -51,7 +52,7 @@ def launch_bar(state: pd.DataFrame) -> tuple[str, float]:
     """The frozen bar: the best eligible baseline of the board's round (name, overall)."""
     if state.empty or "kind" not in state:
         raise ValueError("no baselines on this board yet: record them before scoring submissions")
-    base = state[(state.kind == "baseline") & state.eligible.astype(bool) & ~state.name.isin([NO_PRESS, "random"])]
+    base = state[(state.kind == Kind.BASELINE) & state.eligible.astype(bool) & ~state.name.isin([NO_PRESS, "random"])]
     if base.empty:
         raise ValueError("no eligible baseline on this board: the bar cannot be set")
     top = base.loc[base.overall.idxmax()]
@@ -103,9 +104,9 @@ def flagged(events: list[dict]) -> dict[tuple[str, str], tuple[str, ...]]:
     for event in events:
         data = event.get("payload", event)
         key = (data.get("board"), data.get("name"))
-        if event.get("kind") == "submission" and data.get("code_sha256"):
+        if event.get("kind") == Kind.SUBMISSION and data.get("code_sha256"):
             code[key] = data["code_sha256"]
-        elif event.get("kind") == "review":
+        elif event.get("kind") == Kind.REVIEW:
             latest[(*key, data.get("judge", ""))] = (data.get("code_sha256"), tuple(data.get("flags") or ()))
     out: dict[tuple[str, str], tuple[str, ...]] = {}
     for (board, name, _), (sha, flags) in latest.items():
@@ -145,7 +146,7 @@ def award(rule: Rule | str, board_state: pd.DataFrame, entry: dict, threshold: f
         if not all(ok for ok, name in zip(clean, board_state.name, strict=True) if name == entry["name"]):
             return 0.0
         board_state = board_state[clean]
-    earlier = board_state[(board_state.get("kind") == "submission") & (board_state.name != entry["name"])] \
+    earlier = board_state[(board_state.get("kind") == Kind.SUBMISSION) & (board_state.name != entry["name"])] \
         if not board_state.empty else board_state
     mine = earlier[earlier.author == entry.get("author")] if not earlier.empty else earlier
     before = max((rule.credit(board_state, row, threshold) for row in mine.to_dict("records")), default=0.0)
@@ -167,7 +168,7 @@ def replay(entries: pd.DataFrame, rule: Rule | str, threshold: float = GATE_THRE
     for entry in entries.to_dict("records"):
         state = pd.DataFrame([r for r in rows if r["board"] == entry["board"]])
         entry = {"eligible": True, **entry}
-        if entry["kind"] == "baseline":
+        if entry["kind"] == Kind.BASELINE:
             entry.update(moved=bool(entry["eligible"]), points=0.0, best_before=None, gain=None)
         else:
             moved_rows = state[state.moved.astype(bool)] if not state.empty else state
@@ -185,7 +186,7 @@ def replay(entries: pd.DataFrame, rule: Rule | str, threshold: float = GATE_THRE
 
 def totals(replayed: pd.DataFrame) -> pd.DataFrame:
     """Points per author and board from ``replay`` (baselines left out)."""
-    subs = replayed[replayed.kind == "submission"]
+    subs = replayed[replayed.kind == Kind.SUBMISSION]
     return subs.pivot_table(index="author", columns="board", values="points", aggfunc="sum", fill_value=0.0)
 
 

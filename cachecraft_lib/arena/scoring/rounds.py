@@ -14,13 +14,14 @@ from typing import Any
 
 from ..boards import splits
 from ..boards.strength import estimate
+from .events import Kind
 
 
 def round_event(events: list[dict], round_: int) -> dict | None:
     """The payload of ``round_``'s ``round`` event, or None."""
     for e in events:
         data = e.get("payload", e)
-        if e.get("kind") == "round" and data.get("round") == round_:
+        if e.get("kind") == Kind.ROUND and data.get("round") == round_:
             return data
     return None
 
@@ -55,5 +56,5 @@ def ensure_round(ledger: Any, secret: bytes, round_: int, profile: str, weak_ok:
                "salt": salt, "scheme": splits.COMMITMENT_SCHEME, "secret_origin": origin,
                "secret_estimate_bits": int(strength.bits),
                "weak_secret_ok": bool(weak_ok and strength.bits < splits.MIN_SECRET_BITS)}
-    ledger.append("round", payload)
+    ledger.append(Kind.ROUND, payload)
     return payload

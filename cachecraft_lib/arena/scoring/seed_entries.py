@@ -13,6 +13,7 @@ the looks its own seeds' entries recorded.
 
 from __future__ import annotations
 
+from .events import Kind
 from .ledger_fields import author_of, claims_plan, payload, plan_owner, plan_seeds
 
 
@@ -25,7 +26,7 @@ def entry_look(events: list[dict], entry: dict) -> int | None:
         return None
     for e in reversed(events[:seq]):
         data = payload(e)
-        if e.get("kind") == "test_look" and data.get(field) == value and author_of(data) == author_of(body):
+        if e.get("kind") == Kind.TEST_LOOK and data.get(field) == value and author_of(data) == author_of(body):
             return _seq(e)
     return None
 
@@ -71,7 +72,7 @@ def peeks_between(events: list[dict], plan_event: dict, entry: dict) -> tuple[in
     before = events[: stop + 1]
     own = {entry_look(before, e) for e in seed_entries(before, plan_event, owner).values()} | {
         entry_look(events, entry)}
-    return tuple(s for e in events if e.get("kind") == "test_look"
+    return tuple(s for e in events if e.get("kind") == Kind.TEST_LOOK
                  and (s := _seq(e)) is not None and start < s < stop and s not in own
                  and payload(e).get("board") == plan.get("board") and payload(e).get("round") == plan.get("round")
                  and author_of(payload(e)) == owner)

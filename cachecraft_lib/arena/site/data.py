@@ -26,6 +26,7 @@ import pandas as pd
 
 from ..boards.boards import Board, BoardError, load_boards
 from ..scoring import leaderboard
+from ..scoring.events import Kind
 from ..submissions import safe_files
 from ..submissions.folder import MAX_METHOD_BYTES
 
@@ -68,7 +69,7 @@ def with_rank_ranges(table: pd.DataFrame) -> pd.DataFrame:
 def profile_of(events: Iterable[dict], default: str | None = None) -> str | None:
     """The profile the ledger's first ``round`` event names (``default`` when none does)."""
     for event in events:
-        if event.get("kind") == "round" and leaderboard.payload(event).get("profile"):
+        if event.get("kind") == Kind.ROUND and leaderboard.payload(event).get("profile"):
             return str(leaderboard.payload(event)["profile"])
     return default
 
@@ -99,7 +100,7 @@ def match_texts(events: list[dict], folders: Iterable[str | Path], root: Path | 
     ``method.py`` through ``safe_files``, the dev report only from the arena's own
     ``<root>/dev/<board>/<name>-dev_report.json`` (never the folder's ``dev_report.json``)."""
     named = {leaderboard.payload(e).get("code_sha256"): leaderboard.payload(e) for e in events
-             if e.get("kind") == "submission" and leaderboard.payload(e).get("code_sha256")}
+             if e.get("kind") == Kind.SUBMISSION and leaderboard.payload(e).get("code_sha256")}
     private = root / "private" if root else None
     texts: dict[str, Texts] = {}
     for folder in map(Path, folders):

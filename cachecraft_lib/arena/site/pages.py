@@ -14,6 +14,7 @@ from markupsafe import Markup
 
 from ..boards.boards import Board, _budgets_text
 from ..scoring import leaderboard
+from ..scoring.events import Kind
 from ..scoring.pairs import FIELD as PAIRED_FIELD
 from .data import SiteData, slug
 from .markup import interval_bar, markdown, num
@@ -196,7 +197,7 @@ def entry_page(check: LedgerStatus, data: SiteData, row: pd.Series) -> str:
     events = data.entry_events(row.board, row["name"])
     scored = [leaderboard.payload(e) for e in events if e.get("kind") in leaderboard.SCORED]
     latest = scored[-1] if scored else {}
-    claim = claim_text(data.events, next((e for e in reversed(events) if e.get("kind") == "submission"), None))
+    claim = claim_text(data.events, next((e for e in reversed(events) if e.get("kind") == Kind.SUBMISSION), None))
     texts = data.texts.get(latest.get("code_sha256"))
     return _page("entry.html.j2", check, f"{row['name']} on board {row.board}", depth=1,
                  row={**row.to_dict(), "flags": row.get("flags") or ""}, claim=claim,
