@@ -66,7 +66,8 @@ def test_a_sandbox_cgroup_writes_its_caps_and_reads_the_kernels_counters(tmp_pat
 
 def test_a_systemd_scope_is_asked_for_the_caps_and_found_from_the_childs_cgroup(tmp_path):
     unit, argv = cgroup2.scope_command(["bwrap", "--", "python"], 300 << 20, 16)
-    assert argv[1:4] == ["--user", "--scope", "--quiet"] and argv[-3:] == ["bwrap", "--", "python"]
+    at = next(i for i, a in enumerate(argv) if a.endswith("systemd-run"))  # after `env` and the manager's address
+    assert argv[at + 1:at + 4] == ["--user", "--scope", "--quiet"] and argv[-3:] == ["bwrap", "--", "python"]
     assert f"--property=MemoryMax={300 << 20}" in argv and "--property=TasksMax=16" in argv
     assert "--property=MemorySwapMax=0" in argv and f"--unit={unit[:-len('.scope')]}" in argv
     root, _, _ = fake_tree(tmp_path)

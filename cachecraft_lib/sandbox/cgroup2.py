@@ -1,15 +1,22 @@
 """Limits for a whole sandbox on a cgroup v2 (unified) hierarchy: memory.max, pids.max, cpu.stat.
 
-Two ways to a cgroup the caller may manage (cgroup v2 has one tree, and a non-root user may only write
-where the tree was delegated to them):
+Two ways to a cgroup the caller may manage (cgroup v2 has one tree, and a process may only write where the
+tree was delegated to it):
 
 - ``delegated``: the caller's own cgroup (``/proc/self/cgroup``'s ``0::`` line) is writable and its
   ``cgroup.subtree_control`` enables (or lets this process enable) ``memory`` and ``pids``: one child
-  cgroup per sandbox is made under it, as in v1 (``CGroup2``). A container or a systemd unit with
-  ``Delegate=yes`` gives this.
-- ``scope``: otherwise, ``systemd-run --user --scope -p MemoryMax= -p TasksMax=`` makes a transient scope
-  (systemd delegates every user's ``user@UID.service`` subtree to them); the sandbox's command runs in it
-  (``scope_command``) and ``CGroup2.attach`` finds the scope's folder from the child's ``/proc/PID/cgroup``.
+  cgroup per sandbox is made under it, as in v1 (``CGroup2``). A systemd unit with ``Delegate=yes`` (systemd
+  marks its cgroup with the ``trusted.delegate`` / ``user.delegate`` attribute) or a container's own cgroup
+  gives this; since a cgroup with processes in it cannot enable controllers for its children (cgroup v2's
+  no-internal-process rule), the unit's processes are first moved into a leaf, ``HARNESS_LEAF``, as systemd's
+  delegation rules ask. The only mode for a root harness: its sandboxes drop to an unprivileged uid before
+  they start, so they cannot ask any systemd manager for a scope.
+- ``scope``: for an unprivileged harness, ``systemd-run --user --scope -p MemoryMax= -p TasksMax=`` makes a
+  transient scope in the user's own systemd manager (which systemd delegates to the user; lingering keeps it
+  running without a login); the sandbox's command runs in it (``scope_command``) and ``CGroup2.attach``
+  finds the scope's folder from the child's ``/proc/PID/cgroup``. ``systemd-run`` finds that manager through
+  ``XDG_RUNTIME_DIR`` / ``DBUS_SESSION_BUS_ADDRESS``, which the sandbox's cleared environment lacks, so the
+  command sets them (``session_env``) for ``systemd-run`` alone (bubblewrap clears them again).
 
 Either way the sandbox's CPU time is ``cpu.stat``'s ``usage_usec``, the memory cap ``memory.max`` (and
 ``memory.swap.max`` 0: no way out through swap), the process cap ``pids.max``, and ``kill`` writes
@@ -18,6 +25,7 @@ Either way the sandbox's CPU time is ``cpu.stat``'s ``usage_usec``, the memory c
 
 from __future__ import annotations
 
+import errno
 import itertools
 import os
 import shutil
@@ -29,6 +37,9 @@ from .cgroup import kill_until_empty, remove_when_empty
 
 ROOT = Path("/sys/fs/cgroup")
 NEEDED = ("memory", "pids")
+HARNESS_LEAF = "cachecraft-harness"  # where a delegated cgroup's own processes move (no-internal-process rule)
+DELEGATE_XATTRS = ("trusted.delegate", "user.delegate")
+RUN_USER = Path("/run/user")
 _COUNT = itertools.count()
 
 
@@ -44,8 +55,39 @@ def own_path(root: Path = ROOT, proc_cgroup: str = "/proc/self/cgroup") -> Path 
         hierarchy, _, path = line.split(":", 2)
         if hierarchy == "0":
             folder = root / path.lstrip("/")
+            if folder.name == HARNESS_LEAF:  # moved there by ``delegated_missing`` (here or in a parent process)
+                folder = folder.parent
             return folder if folder.is_dir() else None
     return None
+
+
+def is_delegated(folder: Path, root: Path = ROOT) -> bool:
+    """Whether ``folder`` was handed to this process to organise: systemd marks a ``Delegate=yes`` unit's cgroup
+    (``trusted.delegate`` / ``user.delegate`` = 1); a container's cgroup namespace shows its own as the root."""
+    if folder == root:
+        return True
+    for name in DELEGATE_XATTRS:
+        try:
+            if os.getxattr(folder, name).strip(b"\0") == b"1":
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def move_into_leaf(folder: Path, tries: int = 5) -> None:
+    """Move every process of ``folder`` into ``folder/HARNESS_LEAF`` (a process forked meanwhile: tried again)."""
+    leaf = folder / HARNESS_LEAF
+    leaf.mkdir(exist_ok=True)
+    for _ in range(tries):
+        pids = (folder / "cgroup.procs").read_text().split()
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                (leaf / "cgroup.procs").write_text(pid)
+            except ProcessLookupError:
+                pass  # it ended
 
 
 def delegated_missing(folder: Path | None) -> str | None:
@@ -61,21 +103,61 @@ def delegated_missing(folder: Path | None) -> str | None:
     available = _words(folder / "cgroup.controllers")
     if any(c not in available for c in lacking):
         return f"{folder} does not offer the {', '.join(lacking)} controller(s) to its children"
+    enable = " ".join(f"+{c}" for c in lacking)
     try:
-        (folder / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in lacking))
+        (folder / "cgroup.subtree_control").write_text(enable)
+        return None
     except OSError as err:  # EBUSY: processes in the folder itself (cgroup v2's no-internal-process rule)
-        return f"{folder}: cannot enable {', '.join(lacking)} for its children ({err.strerror})"
+        if err.errno != errno.EBUSY or not is_delegated(folder):
+            return (f"{folder}: cannot enable {', '.join(lacking)} for its children ({err.strerror}; "
+                    f"not a delegated cgroup: no Delegate=yes)")
+    try:
+        move_into_leaf(folder)
+        (folder / "cgroup.subtree_control").write_text(enable)
+    except OSError as err:
+        return f"{folder} (delegated): cannot move its processes into {HARNESS_LEAF} or enable {enable} ({err})"
     return None
 
 
-def scope_missing() -> str | None:
-    """Why ``systemd-run --user --scope`` cannot give a sandbox a cgroup here (None when it can)."""
-    exe = shutil.which("systemd-run")
-    if exe is None:
+def session_env(environ: dict[str, str] | None = None, uid: int | None = None,
+                run_user: Path = RUN_USER) -> dict[str, str]:
+    """Where ``systemd-run --user`` finds this user's manager: ``XDG_RUNTIME_DIR`` (else ``/run/user/UID``,
+    which lingering or a login makes) and ``DBUS_SESSION_BUS_ADDRESS`` (else the manager's bus in it)."""
+    environ = os.environ if environ is None else environ
+    runtime = environ.get("XDG_RUNTIME_DIR") or str(run_user / str(os.getuid() if uid is None else uid))
+    bus = environ.get("DBUS_SESSION_BUS_ADDRESS") or f"unix:path={runtime}/bus"
+    return {"XDG_RUNTIME_DIR": runtime, "DBUS_SESSION_BUS_ADDRESS": bus}
+
+
+def session_missing(env: dict[str, str]) -> str | None:
+    """Why this user has no systemd user manager to ask (None when its runtime folder and bus are there)."""
+    runtime = Path(env["XDG_RUNTIME_DIR"])
+    if not runtime.is_dir():
+        return (f"no systemd user session: {runtime} does not exist (no login session and no lingering; "
+                f"`loginctl enable-linger {_user_name()}` as root starts the user's manager at boot)")
+    bus = env["DBUS_SESSION_BUS_ADDRESS"]
+    if bus.startswith("unix:path=") and not Path(bus[len("unix:path="):]).exists():
+        return (f"no user bus at {bus[len('unix:path='):]} (the user's systemd manager is reached over D-Bus: "
+                f"apt-get install dbus-user-session, then log in again)")
+    return None
+
+
+def scope_missing(euid: int | None = None) -> str | None:
+    """Why ``systemd-run --user --scope`` cannot give a sandbox a cgroup here (None when it can): tried with the
+    very command and environment a sandbox starts with (``scope_command``, nothing inherited)."""
+    if (os.geteuid() if euid is None else euid) == 0:
+        return ("the harness is root: its sandboxes drop to an unprivileged uid before they start, so no systemd "
+                "manager gives them a scope; run the harness in a delegated cgroup (`systemd-run --scope -p "
+                "Delegate=yes --quiet -- cachecraft ...`, or Delegate=yes in its unit)")
+    if shutil.which("systemd-run") is None:
         return "no systemd-run (a transient scope needs systemd's user manager)"
+    session = session_env()
+    missing = session_missing(session)
+    if missing is not None:
+        return missing
+    _, argv = scope_command(["true"], 64 << 20, 4, session)
     try:
-        done = subprocess.run([exe, *scope_args("cachecraft-probe", 64 << 20, 4), "true"], capture_output=True,
-                              timeout=30)
+        done = subprocess.run(argv, capture_output=True, timeout=30, env={}, cwd="/")
     except (OSError, subprocess.TimeoutExpired) as err:
         return f"systemd-run did not run ({type(err).__name__})"
     if done.returncode != 0:
@@ -89,11 +171,24 @@ def scope_args(unit: str, memory_bytes: int, max_pids: int) -> list[str]:
             "--property=MemorySwapMax=0", f"--property=TasksMax={max_pids}", "--"]
 
 
-def scope_command(argv: list[str], memory_bytes: int, max_pids: int) -> tuple[str, list[str]]:
-    """(the unit's name, ``argv`` run in a new transient scope)."""
+def scope_command(argv: list[str], memory_bytes: int, max_pids: int,
+                  session: dict[str, str] | None = None) -> tuple[str, list[str]]:
+    """(the unit's name, ``argv`` run in a new transient scope): ``env`` gives ``systemd-run`` the user manager's
+    address (``session``, default ``session_env()``) on top of the sandbox's cleared environment."""
     unit = f"cachecraft-sandbox-{os.getpid()}-{next(_COUNT)}.scope"
-    return unit, [shutil.which("systemd-run") or "systemd-run", *scope_args(unit[:-len(".scope")], memory_bytes,
-                                                                               max_pids), *argv]
+    session = session_env() if session is None else session
+    return unit, [shutil.which("env") or "/usr/bin/env", *(f"{k}={v}" for k, v in sorted(session.items())),
+                  shutil.which("systemd-run") or "systemd-run",
+                  *scope_args(unit[:-len(".scope")], memory_bytes, max_pids), *argv]
+
+
+def _user_name() -> str:
+    try:
+        import pwd
+
+        return pwd.getpwuid(os.getuid()).pw_name
+    except (KeyError, ImportError):
+        return "$USER"
 
 
 class CGroup2:
@@ -177,6 +272,11 @@ class CGroup2:
         if self._made:
             remove_when_empty(self.folder)
         self.folders = {}
+
+
+def words_of(path: Path) -> str:
+    """A cgroup file's words, space-separated ("" where unreadable)."""
+    return " ".join(sorted(_words(path)))
 
 
 def _words(path: Path) -> set[str]:

@@ -1,6 +1,6 @@
 """Which cgroup this machine gives a sandbox: v1, v2 (a delegated folder or a systemd scope), or none.
 
-Tried in that order, once per process. ``NO_CGROUP_ENV=1`` forces none (CI runs the hostile suite so, to keep
+Tried in that order, once per process; a root harness never gets the scope (``cgroup2``'s doc says why). ``NO_CGROUP_ENV=1`` forces none (CI runs the hostile suite so, to keep
 the no-cgroup mode tested where a cgroup exists). Without a cgroup the sandbox is still whole: the seccomp
 filter refuses new processes, so the per-process limits (RLIMIT_AS, RLIMIT_CPU, RLIMIT_NPROC) set inside
 bound all of it (``boundary``).
@@ -33,6 +33,34 @@ class CgroupMode:
         if self.kind in ("v2", "scope"):
             return cgroup2.CGroup2(self.parent, memory_bytes, max_pids)
         return None
+
+
+def hierarchy(root: Path = cgroup2.ROOT) -> str:
+    """Which cgroup hierarchy this machine mounts, in an organiser's words."""
+    if (root / "cgroup.controllers").is_file():
+        return f"cgroup v2 (unified) at {root}, controllers: {cgroup2.words_of(root / 'cgroup.controllers')}"
+    if (root / "unified" / "cgroup.controllers").is_file():
+        return f"cgroup v1 (hybrid: the controllers on v1 hierarchies under {root}, an empty unified tree)"
+    return f"cgroup v1 at {root}" if root.is_dir() else "no cgroup file system mounted"
+
+
+def facts() -> list[str]:
+    """What an organiser should know about this machine's cgroups: the hierarchy, where this process is, whether
+    that cgroup was delegated, and (not root) the user's systemd manager."""
+    found = [hierarchy()]
+    own = cgroup2.own_path()
+    if own is not None:
+        writable = "writable" if os.access(own, os.W_OK) else "not writable"
+        delegated = "delegated (Delegate=yes)" if cgroup2.is_delegated(own) else "not delegated"
+        found.append(f"this process's cgroup: {own} ({writable}, {delegated})")
+    if os.geteuid() == 0:
+        found.append("the harness is root: sandboxes run as an unprivileged uid, their cgroup comes from a v1 "
+                     "hierarchy or a delegated v2 cgroup")
+    elif own is not None:
+        session = cgroup2.session_env()
+        problem = cgroup2.session_missing(session)
+        found.append(f"systemd user manager: {problem or 'reachable'} (XDG_RUNTIME_DIR={session['XDG_RUNTIME_DIR']})")
+    return found
 
 
 def forced_off() -> bool:

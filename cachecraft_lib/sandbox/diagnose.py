@@ -3,13 +3,16 @@
 ``diagnose()`` checks the parts as ``boundary.plan`` does (never raising) and says, for an organiser, which
 of four levels this machine reaches: ``full v1`` / ``full v2`` (bubblewrap + the filter + a cgroup v1 or
 v2), ``whole, no cgroup`` (bubblewrap + the filter; one process under its own limits), or ``weak`` (a part
-of the wall is missing: nothing untrusted runs unless weakening is allowed), with one line of advice per
-missing part. ``cachecraft doctor`` prints it (``--json`` for scripts).
+of the wall is missing: nothing untrusted runs unless weakening is allowed), what it found about the cgroups
+(the hierarchy, this process's cgroup and whether it was delegated, the user's systemd manager), and one line
+of advice per missing part, for the organiser's own case (root or not, cgroup v1 or v2). ``cachecraft doctor``
+prints it (``--json`` for scripts).
 """
 
 from __future__ import annotations
 
 import os
+import pwd
 from dataclasses import asdict, dataclass, field
 
 from . import boundary, bwrap, cgroup_mode, seccomp
@@ -25,6 +28,7 @@ class Diagnosis:
     level: str
     parts: dict[str, str]
     advice: list[str] = field(default_factory=list)
+    found: list[str] = field(default_factory=list)  # the cgroup facts behind the "cgroup" part
 
     @property
     def whole(self) -> bool:
@@ -34,14 +38,34 @@ class Diagnosis:
         return {**asdict(self), "whole": self.whole}
 
 
-def _cgroup_advice(mode: cgroup_mode.CgroupMode) -> str:
+def _v2_advice(euid: int) -> str | None:
+    """What to enable on a cgroup v2 machine, for a root or an unprivileged harness (None elsewhere)."""
+    if not cgroup_mode.hierarchy().startswith("cgroup v2"):
+        return None
+    if euid == 0:
+        return ("as root on cgroup v2: start the harness in a delegated cgroup, e.g. `systemd-run --scope -p "
+                "Delegate=yes --quiet -- cachecraft arena ...` (or Delegate=yes in the unit that runs it): each "
+                "sandbox then gets its own cgroup under it")
+    try:
+        user = pwd.getpwuid(euid).pw_name
+    except KeyError:
+        user = "$USER"
+    return (f"as {user} on cgroup v2: a systemd user manager, which gives each sandbox a `systemd-run --user "
+            f"--scope`: `sudo loginctl enable-linger {user}` (it then runs from boot, no login needed), "
+            f"`apt-get install dbus-user-session` (its bus), and `systemd-run --user --scope true` working in "
+            f"the harness's shell (a login sets XDG_RUNTIME_DIR; /run/user/{euid} is used where it is unset)")
+
+
+def _cgroup_advice(mode: cgroup_mode.CgroupMode, euid: int) -> list[str]:
     if cgroup_mode.forced_off():
-        return f"unset {cgroup_mode.NO_CGROUP_ENV} to use a cgroup where this machine has one"
-    return ("for a cgroup (memory and tasks of the whole sandbox): on cgroup v2, run the harness in a delegated "
+        return [f"unset {cgroup_mode.NO_CGROUP_ENV} to use a cgroup where this machine has one"]
+    specific = _v2_advice(euid)
+    return [*([specific] if specific else []),
+            "for a cgroup (memory and tasks of the whole sandbox): on cgroup v2, run the harness in a delegated "
             "cgroup (a systemd unit with Delegate=yes, or a container that delegates its cgroup) or in a systemd "
             "user session (`loginctl enable-linger $USER`; then `systemd-run --user --scope` works); on cgroup v1, "
             "run as root or make memory, pids and cpuacct folders writable for this user. "
-            f"(Why none now: {mode.why})")
+            f"(Why none now: {mode.why})"]
 
 
 def diagnose() -> Diagnosis:
@@ -64,17 +88,18 @@ def diagnose() -> Diagnosis:
     if "seccomp" in plan.missing:
         advice.append(f"seccomp: {seccomp.missing()}")
     if mode.kind is None:
-        advice.append(_cgroup_advice(mode))
+        advice += _cgroup_advice(mode, os.geteuid())
     if "bwrap" in plan.missing or "seccomp" in plan.missing:
         advice.append(f"until then nothing untrusted runs; to run anyway behind a weaker boundary (recorded with "
                       f"every result) pass --allow-weak-sandbox or set {boundary.WEAK_ENV}=1")
-    return Diagnosis(plan.name, LEVELS.get(plan.name, "weak"), parts, advice)
+    return Diagnosis(plan.name, LEVELS.get(plan.name, "weak"), parts, advice, cgroup_mode.facts())
 
 
 def report(found: Diagnosis) -> str:
     """``found`` as lines for a terminal."""
     lines = [f"sandbox boundary: {found.level} ({found.boundary})"]
     lines += [f"  {part}: {state}" for part, state in found.parts.items()]
+    lines += ["found:", *(f"  {fact}" for fact in found.found)] if found.found else []
     if found.advice:
         lines.append("for the full boundary:" if found.whole else "to make it whole:")
         lines += [f"  - {line}" for line in found.advice]

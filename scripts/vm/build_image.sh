@@ -18,7 +18,9 @@ ROOT=$DIR/root
 PACKAGES=(systemd systemd-sysv dbus dbus-user-session libpam-systemd udev kmod procps
           bubblewrap libseccomp2 initramfs-tools linux-image-amd64
           libssl3 libffi8 libsqlite3-0 libbz2-1.0 liblzma5 zlib1g libreadline8 libncursesw6 libuuid1 libnsl2
-          libtirpc3 libexpat1 libcrypt1 libgomp1 ca-certificates)
+          libtirpc3 libexpat1 libcrypt1 libgomp1 ca-certificates
+          libpython3.11)  # as on the project's machines: the sandboxed interpreter finds its libpython there
+                          # (its RUNPATH names the host prefix, which the sandbox shows at /sandbox/python)
 here=$(cd "$(dirname "$0")" && pwd)
 for tool in debootstrap mkfs.ext4; do
   command -v "$tool" >/dev/null || { echo "build_image.sh: $tool missing (apt-get install -y debootstrap e2fsprogs)" >&2; exit 2; }
@@ -30,6 +32,10 @@ if [ ! -e "$ROOT/.debootstrap-done" ]; then
   debootstrap --variant=minbase --include="$(IFS=,; echo "${PACKAGES[*]}")" "$SUITE" "$ROOT" "$MIRROR"
   touch "$ROOT/.debootstrap-done"
 fi
+mount -t proc proc "$ROOT/proc"
+trap 'umount "$ROOT/proc" 2>/dev/null || true' EXIT
+# packages added to the list after a first build
+chroot "$ROOT" apt-get install -y -q --no-install-recommends "${PACKAGES[@]}" >/dev/null
 echo "== debootstrap: $(( $(date +%s) - start )) s"
 
 # What the guest needs at boot: modules in the initramfs, a console, the user, the boot service.
@@ -70,8 +76,6 @@ chroot "$ROOT" systemctl enable cachecraft-vm.service >/dev/null 2>&1 ||
 for unit in apt-daily.timer apt-daily-upgrade.timer e2scrub_all.timer fstrim.timer man-db.timer; do
   ln -sf /dev/null "$ROOT/etc/systemd/system/$unit"
 done
-mount -t proc proc "$ROOT/proc"
-trap 'umount "$ROOT/proc" 2>/dev/null || true' EXIT
 chroot "$ROOT" update-initramfs -u -k all >/dev/null
 umount "$ROOT/proc"; trap - EXIT
 cp -L "$ROOT/vmlinuz" "$DIR/vmlinuz"

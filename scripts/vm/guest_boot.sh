@@ -1,0 +1,42 @@
+#!/bin/bash
+# Runs as root in the test machine at boot (guest_service.sh, from the read-only checkout share): makes a
+# writable copy of the checkout with the shared .venv in place, then runs guest_mode.sh in each mode an
+# organiser has on a cgroup v2 systemd machine, and once more `cachecraft doctor` as plain root (no delegation)
+# to show what it tells an organiser there. Each mode prints one SUMMARY line.
+set -u
+. /mnt/out/config.env
+started=$(date +%s)
+echo "== guest up: kernel $(uname -r), $(systemctl --version | head -1), /sys/fs/cgroup is $(stat -fc %T /sys/fs/cgroup)," \
+     "root controllers: $(cat /sys/fs/cgroup/cgroup.controllers), $(nproc) CPUs, $(awk '/MemTotal/ {print $2 / 1024 " MB"}' /proc/meminfo)," \
+     "system up $(cut -d' ' -f1 /proc/uptime) s"
+# the checkout, writable (tmpfs), with the shared (read-only) .venv and models at their places; owned by the
+# organiser
+mkdir -p "$CHECKOUT"
+mount -t tmpfs -o size=512m,mode=0755 cachecraft-checkout "$CHECKOUT"
+tar -C /mnt/checkout --exclude=./.venv --exclude=./.git --exclude=./data/results --exclude=./data/models \
+    --exclude=./runs --exclude=./gpu_wheels --exclude=./.pytest_cache -cf - . | tar -C "$CHECKOUT" -xf -
+for shared in .venv data/models; do
+  [ -d "/mnt/checkout/$shared" ] || continue
+  mkdir -p "$CHECKOUT/$shared"
+  mount --bind "/mnt/checkout/$shared" "$CHECKOUT/$shared"
+done
+chown -R organiser: "$CHECKOUT" 2>/dev/null
+echo "== checkout copied in $(( $(date +%s) - started )) s; python: $("$CHECKOUT/.venv/bin/python" -V 2>&1)"
+
+# the organiser's user manager (lingering: started at boot); wait until its bus answers
+for _ in $(seq 120); do
+  [ -S /run/user/1000/bus ] && systemctl is-active -q user@1000.service && break
+  sleep 1
+done
+echo "== user@1000.service: $(systemctl is-active user@1000.service); linger: $(loginctl show-user organiser -p Linger 2>&1)"
+
+mode_script=$CHECKOUT/scripts/vm/guest_mode.sh
+# (a) an unprivileged organiser logged in (runuser -l opens a PAM session as a login would)
+runuser -l organiser -c "cd '$CHECKOUT' && SUITES='$SUITES' bash '$mode_script' organiser-user-session"
+# (b) root in a delegated cgroup (a transient scope with Delegate=yes, as a unit with Delegate=yes gives)
+systemd-run --scope --quiet --unit=cachecraft-root-delegated -p Delegate=yes -- \
+  env -C "$CHECKOUT" SUITES="$SUITES" HOME=/root bash "$mode_script" root-delegated
+# (c) root in a cgroup it was not given (this service's): what doctor says there
+echo "== plain root, no delegation: cachecraft doctor"
+(cd "$CHECKOUT" && .venv/bin/cachecraft doctor; echo "SUMMARY root-not-delegated: doctor says $(.venv/bin/cachecraft doctor --json | .venv/bin/python -c 'import json,sys; d=json.load(sys.stdin); print(d["level"], "(" + d["boundary"] + ")")')")
+echo "== guest done in $(( $(date +%s) - started )) s"

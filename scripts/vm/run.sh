@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Boot the cgroup v2 test machine (build_image.sh's image) in qemu and run the sandbox's checks inside it, in
+# each mode an organiser has on a current systemd distribution (scripts/vm/guest_boot.sh): an unprivileged
+# user with a systemd user session, and root in a delegated cgroup. Prints one SUMMARY line per mode.
+#   scripts/vm/run.sh [--accel auto|kvm|tcg] [--suites "tests/a.py tests/b.py"] [--record]
+# --record writes the run's output to docs/vm_runs/latest.md (date, commit, accelerator, the guest's log).
+# The checkout, its .venv and the .venv's interpreter are shared read-only (9p); the guest works on a copy of
+# the checkout in memory, and its disk is a throw-away snapshot: nothing on the host changes but $OUT.
+# KVM is tried first where /dev/kvm opens; a guest that shows no sign of life within $CACHECRAFT_VM_KVM_BOOT_S
+# (default 60) is stopped and the run goes on under TCG (emulation: slower; see docs/cgroup2_vm.md).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+CHECKOUT=$PWD
+DIR=${CACHECRAFT_VM_DIR:-/var/tmp/cachecraft-vm}
+LOCK=${CACHECRAFT_CPU_LOCK:-/tmp/cachecraft-cpu.lock}
+KVM_BOOT_S=${CACHECRAFT_VM_KVM_BOOT_S:-60}
+TIMEOUT_S=${CACHECRAFT_VM_TIMEOUT_S:-1500}
+ACCEL=auto RECORD=0
+SUITES="tests/test_sandbox_hostile.py tests/test_sandbox_boundary.py tests/test_sandbox_redteam.py
+tests/test_sandbox_cgroup2.py tests/test_sandbox_doctor.py tests/test_sandbox_bwrap.py tests/test_sandbox_protocol.py
+tests/test_sandbox_search.py tests/test_cgroup2_scope.py"
+while [ $# -gt 0 ]; do
+  case $1 in
+    --accel) ACCEL=$2; shift 2 ;;
+    --suites) SUITES=$2; shift 2 ;;
+    --record) RECORD=1; shift ;;
+    *) echo "usage: $0 [--accel auto|kvm|tcg] [--suites 'FILES'] [--record]" >&2; exit 2 ;;
+  esac
+done
+for f in rootfs.img vmlinuz initrd.img; do
+  [ -e "$DIR/$f" ] || { echo "run.sh: $DIR/$f missing: run scripts/vm/build_image.sh first" >&2; exit 2; }
+done
+command -v qemu-system-x86_64 >/dev/null || { echo "run.sh: apt-get install -y qemu-system-x86" >&2; exit 2; }
+PYTHON=$(readlink -f .venv/bin/python)
+PYTHON_PREFIX=$(.venv/bin/python -c 'import sys; print(sys.base_prefix)')
+OUT=$DIR/out-$(date -u +%Y%m%dT%H%M%SZ)
+mkdir -p "$OUT"
+cat >"$OUT/config.env" <<EOF
+CHECKOUT=$CHECKOUT
+PYTHON_PREFIX=$PYTHON_PREFIX
+SUITES="$(echo $SUITES)"
+EOF
+echo "== out: $OUT (python $PYTHON, checkout $CHECKOUT at $(git rev-parse --short HEAD))"
+
+boot() {  # boot($accel, $limit_s), in a subshell it replaces: the guest's console goes to $OUT/console-$accel.log
+  local accel=$1 limit=$2 cpu
+  if [ "$accel" = kvm ]; then cpu=host; else cpu=max; fi
+  # --foreground: qemu stays in this process group, so stopping the run (or its group) stops the guest
+  exec timeout --foreground --kill-after=10 "$limit" qemu-system-x86_64 -accel "$accel" -cpu "$cpu" -m 3072 -smp 2 \
+    -display none -monitor none -serial "file:$OUT/console-$accel.log" -no-reboot -nic none \
+    -kernel "$DIR/vmlinuz" -initrd "$DIR/initrd.img" \
+    -append "root=/dev/vda rw console=ttyS0 panic=-1 quiet systemd.show_status=1" \
+    -drive "file=$DIR/rootfs.img,format=raw,if=virtio,snapshot=on" \
+    -virtfs "local,path=$CHECKOUT,mount_tag=checkout,security_model=none,readonly=on" \
+    -virtfs "local,path=$PYTHON_PREFIX,mount_tag=python,security_model=none,readonly=on" \
+    -virtfs "local,path=$OUT,mount_tag=out,security_model=none"
+}
+
+kvm_alive() {  # boot under KVM; stop it when the console shows no kernel line within KVM_BOOT_S
+  (boot kvm "$TIMEOUT_S") & local pid=$! waited=0
+  while [ $waited -lt "$KVM_BOOT_S" ] && kill -0 $pid 2>/dev/null; do
+    if [ -s "$OUT/console-kvm.log" ]; then  # a kernel that prints anything on its serial console is running
+      wait $pid; return 0
+    fi
+    sleep 2; waited=$((waited + 2))
+  done
+  if kill -0 $pid 2>/dev/null; then
+    kill $pid; wait $pid 2>/dev/null || true
+    echo "== KVM: no console output in ${KVM_BOOT_S} s ($(wc -c <"$OUT/console-kvm.log" 2>/dev/null || echo 0) bytes): falling back to TCG"
+    return 1
+  fi
+  wait $pid
+}
+
+run_vm() {
+  local start=$(date +%s) used=tcg
+  if [ "$ACCEL" != tcg ] && [ -r /dev/kvm ] && [ -w /dev/kvm ] && kvm_alive; then
+    used=kvm
+  elif [ "$ACCEL" = kvm ]; then
+    echo "run.sh: KVM did not work here (--accel kvm)" >&2; return 1
+  else
+    (boot tcg "$TIMEOUT_S") || echo "== qemu (tcg) ended with $?"
+  fi
+  echo "$used" >"$OUT/accel"
+  echo "== the guest ran under $used in $(( $(date +%s) - start )) s"
+}
+
+# a VM is a heavy job: one at a time on this machine (the shared CPU lock)
+export -f boot kvm_alive run_vm
+export OUT DIR CHECKOUT PYTHON_PREFIX KVM_BOOT_S TIMEOUT_S ACCEL
+flock "$LOCK" bash -c run_vm
+accel=$(cat "$OUT/accel" 2>/dev/null || echo none)
+if [ ! -e "$OUT/guest.log" ]; then
+  echo "run.sh: the guest wrote no log; the console's last lines:" >&2
+  tail -30 "$OUT"/console-*.log >&2 || true
+  exit 1
+fi
+grep '^SUMMARY' "$OUT/guest.log" || { echo "run.sh: no SUMMARY line (see $OUT/guest.log)" >&2; }
+if [ "$RECORD" = 1 ]; then
+  mkdir -p docs/vm_runs
+  {
+    echo "# The cgroup v2 test machine's latest run"
+    echo
+    echo "Run $(date -u +%Y-%m-%d) at commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- cachecraft_lib tests scripts/vm || echo ' (with uncommitted changes)')" \
+         "by \`scripts/vm/run.sh\` ([docs/cgroup2_vm.md](../cgroup2_vm.md)); accelerator: $accel;" \
+         "host: $(uname -r), $(nproc) CPUs."
+    echo
+    echo '```'
+    grep '^SUMMARY' "$OUT/guest.log" || echo "(no summary line)"
+    echo '```'
+    echo
+    echo "The guest's log:"
+    echo
+    echo '```'
+    cat "$OUT/guest.log"
+    echo '```'
+  } >docs/vm_runs/latest.md
+  echo "== recorded in docs/vm_runs/latest.md"
+fi
+grep -q '^SUMMARY.*FAILED\|^SUMMARY.*failed\|^SUMMARY.*error' "$OUT/guest.log" && exit 1
+exit "$(cat "$OUT/guest.rc" 2>/dev/null || echo 1)"
