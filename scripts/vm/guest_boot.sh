@@ -9,17 +9,15 @@ started=$(date +%s)
 echo "== guest up: kernel $(uname -r), $(systemctl --version | head -1), /sys/fs/cgroup is $(stat -fc %T /sys/fs/cgroup)," \
      "root controllers: $(cat /sys/fs/cgroup/cgroup.controllers), $(nproc) CPUs, $(awk '/MemTotal/ {print $2 / 1024 " MB"}' /proc/meminfo)," \
      "system up $(cut -d' ' -f1 /proc/uptime) s"
-# the checkout, writable (tmpfs), with the shared (read-only) .venv and models at their places; owned by the
+# the code, writable (tmpfs), with the shared (read-only) .venv and models at their places; owned by the
 # organiser
 mkdir -p "$CHECKOUT"
 mount -t tmpfs -o size=512m,mode=0755 cachecraft-checkout "$CHECKOUT"
 tar -C /mnt/checkout --exclude=./.venv --exclude=./.git --exclude=./data/results --exclude=./data/models \
     --exclude=./runs --exclude=./gpu_wheels --exclude=./.pytest_cache -cf - . | tar -C "$CHECKOUT" -xf -
-for shared in .venv data/models; do
-  [ -d "/mnt/checkout/$shared" ] || continue
-  mkdir -p "$CHECKOUT/$shared"
-  mount --bind "/mnt/checkout/$shared" "$CHECKOUT/$shared"
-done
+mkdir -p "$CHECKOUT/.venv" "$CHECKOUT/data/models"
+mount -t 9p -o trans=virtio,version=9p2000.L,msize=524288,ro,cache=loose venv "$CHECKOUT/.venv"
+mount -t 9p -o trans=virtio,version=9p2000.L,msize=524288,ro,cache=loose models "$CHECKOUT/data/models"
 chown -R organiser: "$CHECKOUT" 2>/dev/null
 echo "== checkout copied in $(( $(date +%s) - started )) s; python: $("$CHECKOUT/.venv/bin/python" -V 2>&1)"
 

@@ -2,10 +2,11 @@
 # Boot the cgroup v2 test machine (build_image.sh's image) in qemu and run the sandbox's checks inside it, in
 # each mode an organiser has on a current systemd distribution (scripts/vm/guest_boot.sh): an unprivileged
 # user with a systemd user session, and root in a delegated cgroup. Prints one SUMMARY line per mode.
-#   scripts/vm/run.sh [--accel auto|kvm|tcg] [--suites "tests/a.py tests/b.py"] [--record]
+#   scripts/vm/run.sh [--accel auto|kvm|tcg] [--suites "tests/a.py tests/b.py"] [--worktree] [--record]
+# The guest runs the committed HEAD (`git archive`; --worktree: the working tree as it is), with the checkout's
+# .venv, its models and the .venv's interpreter shared read-only (9p); it works on a copy of the code in
+# memory, and its disk is a throw-away snapshot: nothing on the host changes but $OUT.
 # --record writes the run's output to docs/vm_runs/latest.md (date, commit, accelerator, the guest's log).
-# The checkout, its .venv and the .venv's interpreter are shared read-only (9p); the guest works on a copy of
-# the checkout in memory, and its disk is a throw-away snapshot: nothing on the host changes but $OUT.
 # KVM is tried first where /dev/kvm opens; a guest that shows no sign of life within $CACHECRAFT_VM_KVM_BOOT_S
 # (default 60) is stopped and the run goes on under TCG (emulation: slower; see docs/cgroup2_vm.md).
 set -euo pipefail
@@ -15,7 +16,7 @@ DIR=${CACHECRAFT_VM_DIR:-/var/tmp/cachecraft-vm}
 LOCK=${CACHECRAFT_CPU_LOCK:-/tmp/cachecraft-cpu.lock}
 KVM_BOOT_S=${CACHECRAFT_VM_KVM_BOOT_S:-60}
 TIMEOUT_S=${CACHECRAFT_VM_TIMEOUT_S:-1500}
-ACCEL=auto RECORD=0
+ACCEL=auto RECORD=0 WORKTREE=0
 SUITES="tests/test_sandbox_hostile.py tests/test_sandbox_boundary.py tests/test_sandbox_redteam.py
 tests/test_sandbox_cgroup2.py tests/test_sandbox_doctor.py tests/test_sandbox_bwrap.py tests/test_sandbox_protocol.py
 tests/test_sandbox_search.py tests/test_cgroup2_scope.py"
@@ -24,6 +25,7 @@ while [ $# -gt 0 ]; do
     --accel) ACCEL=$2; shift 2 ;;
     --suites) SUITES=$2; shift 2 ;;
     --record) RECORD=1; shift ;;
+    --worktree) WORKTREE=1; shift ;;
     *) echo "usage: $0 [--accel auto|kvm|tcg] [--suites 'FILES'] [--record]" >&2; exit 2 ;;
   esac
 done
@@ -35,12 +37,21 @@ PYTHON=$(readlink -f .venv/bin/python)
 PYTHON_PREFIX=$(.venv/bin/python -c 'import sys; print(sys.base_prefix)')
 OUT=$DIR/out-$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p "$OUT"
+if [ "$WORKTREE" = 1 ]; then
+  SRC=$CHECKOUT REV="$(git rev-parse --short HEAD) + the working tree"
+else
+  SRC=$OUT/src REV=$(git rev-parse --short HEAD)
+  mkdir -p "$SRC" && git archive --format=tar HEAD | tar -x -C "$SRC"
+fi
+MODELS=$CHECKOUT/data/models
+[ -d "$MODELS" ] || MODELS=$OUT  # nothing to share: an empty stand-in
+echo "$REV" >"$OUT/rev"
 cat >"$OUT/config.env" <<EOF
 CHECKOUT=$CHECKOUT
 PYTHON_PREFIX=$PYTHON_PREFIX
 SUITES="$(echo $SUITES)"
 EOF
-echo "== out: $OUT (python $PYTHON, checkout $CHECKOUT at $(git rev-parse --short HEAD))"
+echo "== out: $OUT (python $PYTHON, code: $REV)"
 
 boot() {  # boot($accel, $limit_s), in a subshell it replaces: the guest's console goes to $OUT/console-$accel.log
   local accel=$1 limit=$2 cpu
@@ -51,7 +62,9 @@ boot() {  # boot($accel, $limit_s), in a subshell it replaces: the guest's conso
     -kernel "$DIR/vmlinuz" -initrd "$DIR/initrd.img" \
     -append "root=/dev/vda rw console=ttyS0 panic=-1 quiet systemd.show_status=1" \
     -drive "file=$DIR/rootfs.img,format=raw,if=virtio,snapshot=on" \
-    -virtfs "local,path=$CHECKOUT,mount_tag=checkout,security_model=none,readonly=on" \
+    -virtfs "local,path=$SRC,mount_tag=checkout,security_model=none,readonly=on" \
+    -virtfs "local,path=$CHECKOUT/.venv,mount_tag=venv,security_model=none,readonly=on" \
+    -virtfs "local,path=$MODELS,mount_tag=models,security_model=none,readonly=on" \
     -virtfs "local,path=$PYTHON_PREFIX,mount_tag=python,security_model=none,readonly=on" \
     -virtfs "local,path=$OUT,mount_tag=out,security_model=none"
 }
@@ -87,7 +100,7 @@ run_vm() {
 
 # a VM is a heavy job: one at a time on this machine (the shared CPU lock)
 export -f boot kvm_alive run_vm
-export OUT DIR CHECKOUT PYTHON_PREFIX KVM_BOOT_S TIMEOUT_S ACCEL
+export OUT DIR CHECKOUT SRC MODELS PYTHON_PREFIX KVM_BOOT_S TIMEOUT_S ACCEL
 flock "$LOCK" bash -c run_vm
 accel=$(cat "$OUT/accel" 2>/dev/null || echo none)
 if [ ! -e "$OUT/guest.log" ]; then
@@ -101,7 +114,7 @@ if [ "$RECORD" = 1 ]; then
   {
     echo "# The cgroup v2 test machine's latest run"
     echo
-    echo "Run $(date -u +%Y-%m-%d) at commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- cachecraft_lib tests scripts/vm || echo ' (with uncommitted changes)')" \
+    echo "Run $(date -u +%Y-%m-%d) on commit $(cat "$OUT/rev")" \
          "by \`scripts/vm/run.sh\` ([docs/cgroup2_vm.md](../cgroup2_vm.md)); accelerator: $accel;" \
          "host: $(uname -r), $(nproc) CPUs."
     echo
