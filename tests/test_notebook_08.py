@@ -116,7 +116,9 @@ def check_controls(r: dict, figures, table: pd.DataFrame, bar: str) -> None:
         assert found == pytest.approx((run["gain"], run["lo"], run["hi"]), abs=1e-9)
     seeds = pd.read_csv(figures / "table_search_arena_seeds.csv")
     assert list(seeds.random_seed) == [0, 1] and (seeds.budget == 2).all()
-    assert (figures / "table_search_arena_controls_dev.csv").exists()
+    by_evals = pd.read_csv(figures / "table_search_arena_controls_dev.csv").set_index("evaluations")
+    assert list(by_evals.index) == [0, 2] and set(by_evals.columns) == {
+        f"{engine}, seed {s}" for engine in ("search", "random search") for s in (0, 1)}
 
 
 def _as_figures(folder):
