@@ -35,23 +35,34 @@ def test_kvpress_chunkkv_over_the_frc_scorer_keeps_frcs_tokens(tiny_model, tiny_
     model, tok = tiny_model
     for row in tiny_rows.itertuples():
         shared = _shared(model, tok, row)
-        ours = shared.cache_for(FRCPress(ratio, keep_last=False))
+        ours = shared.cache_for(FRCPress(ratio))
         kvpress = shared.cache_for(ChunkKVPress(FRCScorerPress(ratio), chunk_length=20))
         program = shared.cache_for(WholeChunkPress(PolicyScorerPress(policy=FRC_PROGRAM, compression_ratio=ratio)))
         for a, b, c in zip(ours.layers, kvpress.layers, program.layers, strict=True):
-            assert torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values)
+            n = b.keys.shape[2]  # ours continues with masked spare slots where the short chunk is kept
+            assert torch.equal(a.keys[:, :, :n], b.keys) and torch.equal(a.values[:, :, :n], b.values)
             assert torch.equal(a.keys, c.keys)  # the FRC program's scores, chunked the same way
 
 
-def test_keep_last_gives_every_layer_the_same_length(tiny_model, tiny_rows):
+def test_every_layer_gets_the_same_slots_and_spare_ones_are_masked(tiny_model, tiny_rows):
     model, tok = tiny_model
-    uneven = 0
+    masked_layers = 0
     for row in tiny_rows.itertuples():
         shared = _shared(model, tok, row)
         assert shared.context_length % 20  # the short last chunk exists
-        uneven += len(set(_lengths(shared.cache_for(FRCPress(0.88, keep_last=False))))) > 1
-        assert len(set(_lengths(shared.cache_for(FRCPress(0.88))))) == 1
-    assert uneven  # the paper's rule does leave uneven layers on these rows
+        press = FRCPress(0.88, record=True)
+        cache = shared.cache_for(press)
+        assert len(set(_lengths(cache))) == 1  # even layers: the stock pipeline's one mask fits all
+        for layer, attn in enumerate(_attention_modules(model)):
+            spare = cache.get_seq_length(layer) - len(press.kept[layer])
+            masks = attn.masked_key_indices
+            assert (masks is None) == (spare == 0)
+            masked_layers += masks is not None
+    assert masked_layers  # the paper's rule keeps the short chunk in some layers on these rows
+
+
+def _attention_modules(model):
+    return [layer.self_attn for layer in model.model.layers]
 
 
 def test_kvpress_stock_pipeline_answers_with_frc_under_sdpa(tiny_model, tiny_rows):
@@ -61,7 +72,7 @@ def test_kvpress_stock_pipeline_answers_with_frc_under_sdpa(tiny_model, tiny_row
     tokenwise = make_pipeline(model, tok, tokenwise=True)
     for row in tiny_rows.itertuples():
         kwargs = dict(question=row.question, answer_prefix=row.answer_prefix, max_new_tokens=8)
-        answer = pipe(row.context, press=FRCPress(0.88), **kwargs)["answer"]
+        answer = pipe(row.context, press=FRCPress(0.88), **kwargs)["answer"]  # the paper's rule (the default)
         assert answer == tokenwise(row.context, press=FRCPress(0.88), **kwargs)["answer"]
 
 

@@ -112,11 +112,11 @@ def chunk_scores(scores: torch.Tensor, chunk_length: int = 20) -> torch.Tensor:
 
 def chunk_top_k(scores: torch.Tensor, compression_ratio: float, chunk_length: int = 20,
                 keep_last: bool = False) -> torch.Tensor:
-    """Sorted token indices of the top ``n_keep`` chunks (whole chunks only).
+    """Sorted token indices of the top ``n_keep`` chunks (whole chunks only): the paper's rule.
 
-    ``keep_last=True``: when L is not a multiple of Lc, the short last chunk is always one of the ``n_keep``
-    (as SnapKV always keeps its window), so every layer keeps the same number of tokens; the paper's rule
-    (``False``) keeps it only where it ranks, which leaves layers of different lengths.
+    When L is not a multiple of Lc the short last chunk is kept only where it ranks, so the kept count is
+    ``n_keep * Lc`` or a few tokens fewer (``chunk_slots`` gives the larger). ``keep_last=True`` is a variant,
+    not the paper's rule: the short last chunk is always one of the ``n_keep`` (as SnapKV keeps its window).
     """
     length = scores.shape[-1]
     n_chunks, n_keep = n_kept_chunks(length, compression_ratio, chunk_length)
@@ -128,6 +128,17 @@ def chunk_top_k(scores: torch.Tensor, compression_ratio: float, chunk_length: in
     top = top.sort().values
     idx = (top[:, None] * chunk_length + torch.arange(chunk_length, device=scores.device)[None]).reshape(-1)
     return idx if length % chunk_length == 0 else idx[idx < length]
+
+
+def chunk_slots(length: int, compression_ratio: float, chunk_length: int = 20, keep_last: bool = False) -> int:
+    """The cache slots a layer of ``length`` tokens gets under ``chunk_top_k``: the most tokens it can keep, the
+    same in every layer and batch row (a selection that holds the short last chunk fills the rest with masked
+    slots)."""
+    n_chunks, n_keep = n_kept_chunks(length, compression_ratio, chunk_length)
+    rest = length % chunk_length
+    if keep_last and rest and n_keep < n_chunks:
+        return (n_keep - 1) * chunk_length + rest
+    return min(length, n_keep * chunk_length)
 
 
 def token_top_k(scores: torch.Tensor, compression_ratio: float) -> torch.Tensor:

@@ -52,8 +52,8 @@ class Method:
     decode: Callable[[], ScorerPress | None] | None = None  # a fresh decode-time scorer (None: prefill only)
     decode_window: int = 1  # recent tokens the decode-time scorer reads
     decode_accumulate: bool = False  # the decode-time scorer needs the attention received so far (H2O)
-    # head-wise masking, or cache lengths that vary by layer: whole-chunk selection keeps a shorter last
-    # chunk in some layers only, which breaks the sdpa mask of a multi-token question forward on CPU
+    # head-wise masking (AdaKV, and FRC's masked spare slots) or cache lengths that vary by layer (PyramidKV):
+    # KVPress's fake keys for many question tokens at once fail on a small model, so the question goes token by token
     needs_tokenwise_question: bool = False
     needs_query_aware: bool = False  # Finch reads the question from inside the context
     masks_keys: bool = False  # evicts by masking keys in place: saves no physical memory
@@ -79,7 +79,7 @@ REGISTRY: dict[str, Method] = {m.name: m for m in (
     _m(NO_PRESS, "no compression: the full cache, the reference every score is compared to", lambda r: None,
        decode=lambda: None, paper_baseline=True, arena_baseline=True),
     _m("frc", "FRC (CacheCraft): 0.55 local + 0.30 density + 0.15 max-head, chunks of 20 (the paper's rule)",
-       lambda r: FRCPress(r, keep_last=False), needs_tokenwise_question=True, paper_baseline=True),
+       lambda r: FRCPress(r), needs_tokenwise_question=True, paper_baseline=True),
     _m("snapkv", "SnapKV: last-64-query attention, avg-pooled (kernel 5), per head; on query-agnostic boards the "
        "queries are the context's own", lambda r: SnapKVPress(r), paper_baseline=True, arena_baseline=True),
     _m("chunkkv", "ChunkKV over SnapKV scores, chunks of 20, shared across heads",
@@ -111,11 +111,11 @@ REGISTRY: dict[str, Method] = {m.name: m for m in (
        lambda r: PolicyPress(V1_PROGRAM, r)),
     _m("frc_tokenwise", "FRC scorer with tokenwise top-k (KVPress's ScorerPress)", lambda r: FRCScorerPress(r)),
     _m("frc_no_maxhead", "FRC without the max-head term",
-       lambda r: FRCPress(r, weights=(0.55, 0.30, 0.0), keep_last=False), needs_tokenwise_question=True),
+       lambda r: FRCPress(r, weights=(0.55, 0.30, 0.0)), needs_tokenwise_question=True),
     _m("frc_no_density", "FRC without the density term",
-       lambda r: FRCPress(r, weights=(0.55, 0.0, 0.15), keep_last=False), needs_tokenwise_question=True),
+       lambda r: FRCPress(r, weights=(0.55, 0.0, 0.15)), needs_tokenwise_question=True),
     _m("frc_local_only", "FRC with the local term only",
-       lambda r: FRCPress(r, weights=(1.0, 0.0, 0.0), keep_last=False), needs_tokenwise_question=True),
+       lambda r: FRCPress(r, weights=(1.0, 0.0, 0.0)), needs_tokenwise_question=True),
 )}
 
 

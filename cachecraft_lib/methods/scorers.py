@@ -5,7 +5,7 @@ takes it (``AdaKVPress``, ``ChunkKVPress``, ``KeyRerotationPress``, ``DecodingPr
 the same for every KV head of a batch row, and it works on whatever hidden states a press receives (a
 decoding press's buffer of recent tokens included). ``WholeChunkPress`` keeps whole chunks of any scorer's
 tokens, chosen per batch row (KVPress's ``ChunkKVPress`` uses row 0 for every row), falls back to tokenwise
-selection below one chunk, and with ``keep_last=True`` keeps the same number of tokens in every layer.
+selection below one chunk, and gives every layer the same number of slots, masking the spare ones.
 """
 
 from __future__ import annotations
@@ -44,12 +44,39 @@ class FRCScorerPress(ScorerPress):
         return torch.stack(rows)[:, None, :].expand(-1, keys.shape[1], -1).contiguous()
 
 
+def pad_to_slots(chosen: list[torch.Tensor], slots: int, length: int) -> tuple[torch.Tensor, list[int]]:
+    """Each row's kept indices followed by enough evicted ones to fill ``slots``, as one (B, slots) tensor, and
+    each row's count of real (kept) slots. The filler slots sit after the kept ones and are masked, never read."""
+    rows, real = [], []
+    for kept in chosen:
+        missing = slots - len(kept)
+        if missing:
+            evicted = torch.ones(length, dtype=torch.bool, device=kept.device)
+            evicted[kept] = False
+            kept = torch.cat([kept, evicted.nonzero()[:missing, 0]])
+        rows.append(kept)
+        real.append(slots - missing)
+    return torch.stack(rows), real
+
+
+def filler_mask(real: list[int], slots: int, heads: int) -> tuple[torch.Tensor, ...] | None:
+    """KVPress's ``masked_key_indices`` (batch, head, slot) for every head's filler slots, or None without any."""
+    cells = [(b, h, s) for b, n in enumerate(real) for h in range(heads) for s in range(n, slots)]
+    if not cells:
+        return None
+    return tuple(torch.tensor(column) for column in zip(*cells, strict=True))
+
+
 @dataclass
 class WholeChunkPress(BasePress):
     """Whole chunks of ``chunk_length`` tokens with the best mean score of ``press``, per batch row.
 
-    Below one chunk the scorer's own tokenwise top-k applies. ``record=True`` keeps batch row 0's kept
-    indices per layer in ``kept`` (for notebooks).
+    Below one chunk the scorer's own tokenwise top-k applies. The paper's rule keeps the short last chunk
+    only where it ranks, so layers would keep different counts, which KVPress's stock pipeline cannot take
+    under sdpa (one attention mask for all layers). Instead every layer gets ``frc.chunk_slots`` slots: where
+    the short chunk is kept, the missing slots hold evicted tokens masked the way KVPress masks head-wise
+    budgets (``module.masked_key_indices``, as ``AdaKVPress`` does), so the tokens attended to are exactly the
+    paper's. ``record=True`` keeps batch row 0's kept indices per layer in ``kept`` (for notebooks).
     """
 
     press: ScorerPress = None
@@ -76,32 +103,35 @@ class WholeChunkPress(BasePress):
     def compress(self, module, hidden_states, keys, values, attentions, kwargs):
         if self.compression_ratio == 0:
             return keys, values
-        if keys.shape[2] < self.chunk_length:
+        length = keys.shape[2]
+        if length < self.chunk_length:
             return self.press.compress(module, hidden_states, keys, values, attentions, kwargs)
         scores = self.press.score(module, hidden_states, keys, values, attentions, kwargs).float()
         per_row = scores[:, 0] if bool((scores == scores[:, :1]).all()) else scores.mean(dim=1)
         chosen = [frc.chunk_top_k(s, self.compression_ratio, self.chunk_length, self.keep_last) for s in per_row]
-        if len({len(c) for c in chosen}) > 1:
-            raise ValueError("batch rows keep different numbers of tokens (the short last chunk ranks in some "
-                             "rows only): use keep_last=True to compress a batch of several rows")
-        idx = torch.stack(chosen).to(keys.device)
         if self.record:
-            self.kept[module.layer_idx] = idx[0].cpu()
+            self.kept[module.layer_idx] = chosen[0].cpu()
+        slots = frc.chunk_slots(length, self.compression_ratio, self.chunk_length, self.keep_last)
+        idx, real = pad_to_slots(chosen, slots, length)
+        masked = filler_mask(real, slots, keys.shape[1])
+        if masked is not None:
+            module.masked_key_indices = tuple(t.to(keys.device) for t in masked)
+        idx = idx.to(keys.device)
         gather = idx[:, None, :, None].expand(-1, keys.shape[1], -1, keys.shape[3])
         return keys.gather(2, gather).contiguous(), values.gather(2, gather).contiguous()
 
 
 class FRCPress(WholeChunkPress):
-    """FRC (CacheCraft): ``FRCScorerPress`` in whole chunks of 20 tokens, one index set per layer and row.
+    """FRC (CacheCraft) as the paper defines it: ``FRCScorerPress`` in whole chunks of 20 tokens, one index set
+    per layer and batch row, the short last chunk kept only where it ranks.
 
-    ``keep_last=True`` (the default) always keeps the short last chunk, so every layer keeps the same number
-    of tokens and KVPress's stock pipeline answers with it under sdpa:
-    ``pipe(context, question=q, press=FRCPress(0.88))``. ``keep_last=False`` is the paper's rule exactly
-    (the registry's ``frc``); its layers can differ in length, which the grid's decoder handles.
+    Works in KVPress's stock pipeline under sdpa, ``pipe(context, question=q, press=FRCPress(0.88))``: layers
+    that keep the short chunk fill their spare slots with masked ones (``WholeChunkPress``). As with KVPress's
+    head-wise presses, eager attention ignores the masks; the grid's own decoder applies them exactly.
     """
 
     def __init__(self, compression_ratio: float = 0.0, weights: tuple[float, float, float] = frc.FRC_WEIGHTS,
-                 window: int = 32, chunk_length: int = 20, n_queries: int = 64, keep_last: bool = True,
+                 window: int = 32, chunk_length: int = 20, n_queries: int = 64, keep_last: bool = False,
                  record: bool = False) -> None:
         super().__init__(press=FRCScorerPress(compression_ratio, tuple(weights), window, n_queries),
                          chunk_length=chunk_length, keep_last=keep_last, record=record)
