@@ -136,7 +136,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                     help="with --ray on CPUs: CPUs each group's task asks for (default 1; on CUDA a task asks "
                          "for one GPU)")
     gr.add_argument("--max-retries", type=int, default=3,
-                    help="with --ray: times Ray re-runs a group whose worker died (it resumes from the store)")
+                    help="with --ray: times Ray re-runs a group whose worker died (it resumes from the store; "
+                         "default 3)")
     gr.add_argument("--estimate", action="store_true",
                     help="print the paper grid's GPU hours and exit: measured by a GPU run of "
                          "scripts/rehearse_paper.py where one is recorded, else the roofline estimate, labelled")

@@ -53,7 +53,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                     help="scale: smoke (CI, seconds), cpu (default), gpu (the embedded model on CUDA), "
                          "paper (the paper's models)")
     la.add_argument("--model", help="model name or path (default: the profile's), or 8b-shaped on a GPU")
-    la.add_argument("--methods", nargs="+", default=["no_press", "snapkv", "chunkkv", "frc"], help="registry names")
+    la.add_argument("--methods", nargs="+", default=["no_press", "snapkv", "chunkkv", "frc"],
+                    help="registry names (default: no_press snapkv chunkkv frc)")
     la.add_argument("--lengths", type=int, nargs="+", help="context lengths (default: the profile's)")
     la.add_argument("--ratio", type=float, default=0.88, help="compression ratio, the fraction evicted (default 0.88)")
     la.add_argument("--repeats", type=int, help="timed runs (default: the profile's)")

@@ -45,10 +45,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                                     "--model, for `cachecraft evolve --mutator openai --api-base URL`. A 135M model "
                                     "writes mostly invalid programs: it exercises the LLM path, not the search.")
     sv.add_argument("--model", help="model folder or hub id (default: data/models/smollm2-135m-instruct)")
-    sv.add_argument("--port", type=int, default=8000, help="port (0: any free port)")
+    sv.add_argument("--port", type=int, default=8000, help="port (0: any free port; default 8000)")
     sv.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
-    sv.add_argument("--device", default="auto", help="auto, cpu, cuda, ...")
-    sv.add_argument("--dtype", default="auto", help="auto (the folder's), float32, bfloat16, ...")
+    sv.add_argument("--device", default="auto", help="auto, cpu, cuda, ... (default auto)")
+    sv.add_argument("--dtype", default="auto", help="auto (the folder's), float32, bfloat16, ... (default auto)")
     sv.add_argument("--threads", type=int, help="CPU threads of the server (1 on a machine shared with other work)")
     sv.add_argument("--log", help="server log file (default: a temporary file)")
     sv.set_defaults(func=_cmd_serve)

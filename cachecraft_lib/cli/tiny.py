@@ -50,7 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--out", default=str(PROFILES["cpu"].models[0]), help="model folder (default: the shipped one)")
     t.add_argument("--steps", type=int, help="total optimisation steps (default: the recipe's)")
     t.add_argument("--fresh", action="store_true", help="ignore existing checkpoints and start over")
-    t.add_argument("--save-every", type=int, default=100, help="checkpoint interval in steps")
+    t.add_argument("--save-every", type=int, default=100, help="checkpoint interval in steps (default 100)")
     t.add_argument("--threads", type=int, help="torch CPU threads")
     t.add_argument("--max-minutes", type=float, help="stop cleanly at a checkpoint after this long")
     t.add_argument("--recipe", metavar="JSON", help="Recipe fields over the shipped recipe (e.g. a larger model "
@@ -67,10 +67,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "(no compression, StreamingLLM 0.88, SnapKV 0.25), re-check it uncompressed on a second "
                                    "held-out seed with more samples, decode the list tasks once more with repeated words banned (a "
                                    "diagnostic), and write README.md + quality.json.")
-    c.add_argument("--model", default=str(PROFILES["cpu"].models[0]), help="model folder")
+    c.add_argument("--model", default=str(PROFILES["cpu"].models[0]),
+                   help="model folder (default: the shipped embedded model)")
     c.add_argument("--lengths", type=int, nargs="+", default=list(PROFILES["cpu"].lengths),
                    help="RULER lengths to measure (default: the cpu profile's)")
     c.add_argument("--samples", type=int, default=20, help="samples per task (default 20)")
     c.add_argument("--heldout-samples", type=int, default=12,
-                   help="samples per task of the uncompressed held-out check on a second seed (0: skip)")
+                   help="samples per task of the uncompressed held-out check on a second seed (0: skip; default 12)")
     c.set_defaults(func=_cmd_tiny_card)
