@@ -48,3 +48,45 @@ def test_every_guide_and_diary_is_in_the_docs_index():
         listed = set(_local_links(index.read_text()))
         missing = [p.name for p in sorted(folder.glob("*.md")) if p != index and p.name not in listed]
         assert not missing, f"{index.relative_to(REPO)} does not link {missing}"
+
+
+def test_the_docs_start_page_gives_a_reading_order_for_three_readers():
+    text = (REPO / "docs" / "README.md").read_text()
+    orders = text[text.index("## Reading orders"):text.index("## Every guide")]
+    for reader in ("Reproduce the paper", "Submit a method", "Run an arena"):
+        assert f"**{reader}" in orders, f"docs/README.md has no reading order for: {reader}"
+        part = orders[orders.index(f"**{reader}"):].split("\n**", 1)[0]  # up to the next reader
+        steps = re.findall(r"^\d+\. ", part, re.M)
+        assert len(steps) >= 3 and len(_local_links(part)) >= 3, f"{reader}: {len(steps)} steps"
+
+
+def test_the_readme_first_screen_is_what_it_is_the_example_and_the_two_commands():
+    """What the project is, the 8-second example with its expected output, then `make test` / `make reproduce` with
+    their times, in that order, before anything else; the glossary linked where its terms first appear."""
+    text = (REPO / "README.md").read_text()
+    first = text.index("```python")
+    intro = text[:first]
+    assert "docs/glossary.md" in intro and "KV cache" in intro
+    expected = text.index("Expected output", first)
+    commands = text.index("## Two commands")
+    assert first < expected < commands < text.index("## ", text.index("\n", commands + 3))
+    block = text[commands:text.index("```\n", text.index("```bash", commands) + 7)]
+    assert re.search(r"make test\s+# about \d+ minutes", block) and re.search(r"make reproduce\s+# about \d+ minutes",
+                                                                                block)
+    assert text.count("\n## ", 0, commands) == 1  # one section (the example) before the two commands
+
+
+HISTORY = re.compile(r"\bissue \d+|\bred team|\(was |\bno longer\b|\bpreviously\b|\bused to\b", re.I)
+
+
+@pytest.mark.parametrize("package", ["methods", "models", "ruler"])
+def test_module_docstrings_say_what_and_why_not_their_history(package):
+    """Histories go to docs/journal/; a docstring describes the code as it is."""
+    import ast
+
+    found = []
+    for path in sorted((REPO / "cachecraft_lib" / package).rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        nodes = [tree, *(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.ClassDef))]
+        found += [f"{path.name}: {m.group(0)}" for n in nodes for m in HISTORY.finditer(ast.get_docstring(n) or "")]
+    assert not found, f"history in docstrings (move it to docs/journal/): {found}"
