@@ -41,11 +41,12 @@ def _known_errors() -> tuple[type[BaseException], ...]:
     from ..arena.scoring.signing import KeyMissing
     from ..arena.scoring.verify import LedgerTampered, LedgerUntrusted
     from ..arena.submissions.errors import SubmissionError
+    from ..sandbox.boundary import BoundaryUnavailable
     from ..util.ray import RayMissing
 
     return (BoardError, FileNotFoundError, FileExistsError, RayMissing, SubmissionError, SecretMissing,
             SecretMismatch, KeyMissing, CalibrationFailed, LedgerTampered, LedgerUntrusted, RateLimited,
-            ContendersFailed, ChunksFailed, PinInvalid)
+            ContendersFailed, ChunksFailed, PinInvalid, BoundaryUnavailable)  # the machine's: it names the doctor
 
 
 class PinInvalid(ValueError):

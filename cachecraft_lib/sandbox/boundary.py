@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import bwrap, seccomp
+from . import bwrap, seccomp, uids
 from .cgroup_mode import NO_CGROUP_ENV, CgroupMode, detect
 
 RUNTIME = Path(__file__).with_name("runtime")
@@ -63,8 +63,10 @@ def _probe() -> tuple[str | None, int]:
         return f"{bwrap.BWRAP_ENV} names no executable file; point it at a bubblewrap binary, or unset it", 0
     if exe is None:
         return f"no bubblewrap (`bwrap` is not on PATH); {INSTALL_BWRAP}", 0
-    uid = bwrap.outside_uid()
+    lease = None
     try:
+        lease = uids.lease_uid()
+        uid = lease.uid if lease is not None else None
         if uid is not None:
             bwrap.prepare_stage()
         inside, _ = bwrap.interpreter()
@@ -74,8 +76,11 @@ def _probe() -> tuple[str | None, int]:
         at = argv.index("--remount-ro")
         argv[at:at] = ["--proc", "/proc"]  # the probe alone (trusted code) reads its own statm
         done = subprocess.run(argv, capture_output=True, timeout=60, env=spec.env, preexec_fn=spec.preexec, cwd="/")
-    except (OSError, subprocess.SubprocessError) as err:
+    except (OSError, subprocess.SubprocessError, ValueError) as err:
         return f"bubblewrap did not run ({type(err).__name__}: {err})", 0
+    finally:
+        if lease is not None:
+            lease.release()
     if done.returncode != 0:
         why = done.stderr.decode(errors="replace").strip()[:300]
         who = f" as uid {uid}" if uid is not None else ""
@@ -108,14 +113,16 @@ class Boundary:
         kept = [p for p in ("bwrap", "seccomp") if getattr(self, p)] + (["cgroup"] if self.cgroup.kind else [])
         return f"weak: {'+'.join(kept) or 'process only'}; missing {', '.join(sorted(self.missing))}"
 
-    def launch(self, files: tuple[Path, ...], seccomp_fd: int | None, enter=None) -> bwrap.Launch:
-        """How to run the child runtime with ``files`` importable (by their names); ``enter`` joins the cgroup."""
+    def launch(self, files: tuple[Path, ...], seccomp_fd: int | None, enter=None,
+               uid: int | None = None) -> bwrap.Launch:
+        """How to run the child runtime with ``files`` importable (by their names); ``enter`` joins the cgroup;
+        ``uid``: the uid a root harness drops to (the sandbox's lease, ``uids.lease_uid``)."""
         inside, here = bwrap.interpreter()
         if not self.bwrap:
             paths = [str(RUNTIME), *dict.fromkeys(str(p.parent) for p in files), str(_numpy_dirs()[0].parent)]
             return bwrap.Launch([here, "-I", "-S", str(RUNTIME / "serve.py"), *paths], dict(CHILD_ENV), enter)
         tail = [inside, "-I", "-S", "/sandbox/runtime/serve.py", "/sandbox/runtime", "/sandbox/site"]
-        return bwrap.launch(bwrap.find(), _mounts(files), tail, enter, seccomp_fd, bwrap.outside_uid())
+        return bwrap.launch(bwrap.find(), _mounts(files), tail, enter, seccomp_fd, uid)
 
 
 def plan(allow_weak: bool = False) -> Boundary:

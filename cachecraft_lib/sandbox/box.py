@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import os
+import signal
 import tempfile
 import time
 from dataclasses import dataclass
@@ -23,10 +24,10 @@ from pathlib import Path
 import numpy as np
 
 from . import boundary as boundary_
-from . import cgroup2, seccomp
-from .limits import Limits, WallBudget
+from . import cgroup2, seccomp, uids
+from .limits import WALL_PER_CALL, Limits, WallBudget
 from .runtime import frames
-from .watch import Failure, Process
+from .watch import Failure, Process, Watch
 
 STARTUP_MB = 96  # the interpreter and numpy, on top of the caller's memory cap (cgroup)
 MAX_PIDS = 16  # bubblewrap's two processes, the interpreter, and the threads the method tries
@@ -41,6 +42,7 @@ class Box:
         self.files, self.limits = layer_files, limits
         self.budget = budget if budget is not None else WallBudget(limits.wall_s)
         self.process: Process | None = None
+        self.lease: uids.UidLease | None = None  # the uid this sandbox runs as outside, its own (root harness)
         self.cpu_used, self.baseline_pids = 0.0, 0
         self._cpu_mark: float | None = None  # the sandbox's CPU at the end of the last reply
         self.boundary = boundary_.plan(limits.allow_weak)  # BoundaryUnavailable: nothing runs
@@ -76,12 +78,14 @@ class Box:
         sandbox: bubblewrap's --die-with-parent follows the thread that started it."""
         extra = dict(arrays or {})
         self.close()
+        self._check_after_cpu()
         self.process = self._spawn()
         run_filter = np.frombuffer(seccomp.compile_filter(deny_exec=True), np.uint8) if self.boundary.seccomp else None
         arrays = {**extra, **({"seccomp": run_filter} if run_filter is not None else {})}
         setup = {**setup, "layer": "child", "seccomp": run_filter is not None, **self._rlimits(text, arrays)}
         self._cpu_mark = None
-        self._pending_load = self.send({"setup": setup}, arrays, text, self.limits.load_s, what="loading")
+        self._pending_load = self.send({"setup": setup}, arrays, text, self.limits.load_s, what="loading",
+                                       earns=self.limits.load_s)
 
     def _spawn(self) -> Process:
         """The child behind the boundary, in a fresh cgroup where there is one (``BoundaryUnavailable`` if not)."""
@@ -92,18 +96,24 @@ class Box:
             if plan.seccomp and plan.bwrap:
                 fd = _bpf_fd(seccomp.compile_filter(deny_exec=False))
             enter = cg.enter if cg is not None and plan.cgroup.kind != "scope" else None
-            spec = plan.launch(self.files, fd, enter)
+            self.lease = uids.lease_uid() if plan.bwrap else None
+            spec = plan.launch(self.files, fd, enter, self.lease.uid if self.lease else None)
             argv = spec.argv
             if plan.cgroup.kind == "scope":
                 unit, argv = cgroup2.scope_command(argv, memory, MAX_PIDS)
-            process = Process(argv, cg, (fd,) if fd is not None else (), env=spec.env, preexec=spec.preexec)
+            watch = Watch(memory if cg is None else None, MAX_PIDS)  # a cgroup caps memory itself
+            process = Process(argv, cg, (fd,) if fd is not None else (), env=spec.env, preexec=spec.preexec,
+                              watch=watch)
             if unit is not None:
                 cg.attach(process.proc.pid, unit)
             return process
         except (OSError, ValueError) as err:
             if cg is not None:
                 cg.kill()
-            raise boundary_.BoundaryUnavailable(f"the sandbox could not start: {err}") from err
+            self._release_uid()
+            raise boundary_.BoundaryUnavailable(
+                f"the sandbox could not start: {err}; nothing was run. Run `cachecraft doctor` to see what this "
+                "machine gives and what to install or enable.") from err
         finally:
             if fd is not None:
                 os.close(fd)
@@ -140,18 +150,23 @@ class Box:
         return self.receive(self.send(header, arrays, text, cpu_s, what))
 
     def send(self, header: dict, arrays: dict[str, np.ndarray] | None = None, text: str = "",
-             cpu_s: float | None = None, what: str = "the call") -> Pending:
+             cpu_s: float | None = None, what: str = "the call", earns: float | None = None) -> Pending:
         """Send one frame within the call's limits (a child that stops reading is killed); what ``receive``
-        needs to read its reply within the rest of them."""
+        needs to read its reply within the rest of them. The call earns the evaluation's wall budget ``earns``
+        seconds (default ``WALL_PER_CALL`` x its CPU limit; a load, its load limit)."""
         if self.process is None or not self.process.alive:
             raise Failure("crash", "the sandbox is not running")
         cpu_s = self.limits.timeout_s if cpu_s is None else cpu_s
-        left = self.budget.total_s - self.budget.used_s
+        self._resume()
+        self._check_after_cpu()
+        self.budget.earned_s += WALL_PER_CALL * cpu_s if earns is None else earns
+        left = self.budget.left_s
         if left <= 0:
             self.close()
             raise self._spent()
         backstop = max(WALL_MIN_S, WALL_FACTOR * cpu_s)
         gap = self._charge_gap(cpu_s, what)
+        self._cpu_mark = None  # a call in flight: its CPU is its own, not "after the last reply"
         call = Pending(what, cpu_s, gap, min(backstop, left), left < backstop, time.monotonic(),
                        self.process.cpu_seconds())
         try:
@@ -170,6 +185,7 @@ class Box:
         try:
             reply, body = self.process.receive(call.cpu_s - call.gap - spent,
                                                call.wall_s - (time.monotonic() - call.start), self.limits.max_payload)
+            self._pause()
         except Failure as err:
             raise self._limit_failure(err, call) from None
         finally:
@@ -212,7 +228,32 @@ class Box:
         return now - self._cpu_mark if None not in (now, self._cpu_mark) else 0.0
 
     def _spent(self) -> Failure:
-        return Failure("timeout", f"the evaluation's wall-clock budget of {self.budget.total_s:g} s is spent: killed")
+        budget = self.budget
+        earned = "" if budget.allowed_s >= budget.total_s else (
+            f" (what its {self.limits.load_s:g} s per start and {WALL_PER_CALL:g} x each call's CPU limit earned so "
+            f"far; at most {budget.total_s:g} s)")
+        return Failure("timeout", f"the evaluation's wall-clock budget of {budget.allowed_s:g} s is spent{earned}: "
+                                  "killed")
+
+    def _pause(self) -> None:
+        """Stop the sandbox once it has replied (SIGSTOP to its processes): nothing of it runs between calls or
+        after the last one, where no call's CPU limit sees it (a thread or a signal handler set off after the
+        reply); ``send`` continues it."""
+        if self.process is not None:
+            self.process.signal_all(signal.SIGSTOP)
+
+    def _resume(self) -> None:
+        if self.process is not None:
+            self.process.signal_all(signal.SIGCONT)
+
+    def _check_after_cpu(self) -> None:
+        """Refuse the evaluation once its sandboxes used more CPU after their last replies (charged at ``close``)
+        than one call may use, as a call over its CPU limit is."""
+        after = self.budget.cpu_after_s
+        if after >= self.limits.timeout_s:
+            self.close()
+            raise Failure("timeout", f"the evaluation's sandboxes used {after:.2f} s of CPU after their last replies, "
+                                     f"more than the {self.limits.timeout_s:g} s a call may use: killed")
 
     def _check_after(self, what: str) -> None:
         """Refuse a sandbox that hit its memory cap or left tasks behind (a thread still running after its reply
@@ -229,11 +270,20 @@ class Box:
                                      "running; a method may not start processes or threads)")
 
     def close(self) -> None:
-        """Kill the sandbox; CPU it burned after its last reply is charged (``cpu_used``) first."""
+        """Kill the sandbox; CPU it burned after its last reply is charged first (``cpu_used``, and the
+        evaluation's ``cpu_after_s``, which its next sandbox or call is refused on: ``_check_after_cpu``)."""
         if self.process is not None:
-            self.cpu_used += self._gap()
+            gap = max(self._gap(), 0.0)
+            self.cpu_used += gap
+            self.budget.cpu_after_s += gap
             self.process.close()
             self.process = None
+        self._release_uid()
+
+    def _release_uid(self) -> None:
+        if self.lease is not None:
+            self.lease.release()
+            self.lease = None
 
 
 @dataclass

@@ -9,10 +9,11 @@ address-space cap it sets from ``/proc/self/statm`` is measured once by ``bounda
 root and ``/dev`` are remounted read-only: no tmpfs to fill.
 
 Run by root, bubblewrap would map the sandbox's uid to root outside, sharing root's per-user kernel quotas
-(inotify instances, pipe buffers, ...) with the host. So a root harness runs it as ``SANDBOX_UID`` (nobody)
-instead: between fork and exec (``Launch.preexec``) the child enters its cgroup (as root), makes a private
-mount namespace with a small tmpfs at ``STAGE`` where it binds what the sandbox needs (so bubblewrap, now
-unprivileged, reaches files under folders like ``/root`` that nobody may read), then drops to the uid.
+(inotify instances, pipe buffers, ...) with the host. So a root harness runs it as a uid of its own, leased from
+a reserved range (``uids.py``; never ``nobody``, which the host's own processes share): between fork and exec
+(``Launch.preexec``) the child enters its cgroup (as root), makes a private mount namespace with a small tmpfs
+at ``STAGE`` where it binds what the sandbox needs (so bubblewrap, now unprivileged, reaches files under folders
+like ``/root`` that other users may not read), then drops to the uid.
 """
 
 from __future__ import annotations
@@ -22,20 +23,22 @@ import functools
 import os
 import shutil
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from .uids import uid_range
+
 BWRAP_ENV = "CACHECRAFT_BWRAP"  # a bubblewrap binary to use (e.g. one carried to a machine without it)
-UID_ENV = "CACHECRAFT_SANDBOX_UID"  # the uid a root harness runs sandboxes as (default: nobody)
 CARRIED = Path(__file__).resolve().parents[2] / "gpu_wheels" / "bubblewrap"  # scripts/gpu_wheels.sh unpacks it
-SANDBOX_UID = 65534
 STAGE = Path("/run/cachecraft-sandbox")
 SYSTEM_LIBS = ("/lib", "/lib64", "/lib32", "/usr/lib", "/usr/lib64", "/usr/lib32")
 DEVICES = ("null", "zero", "full", "random", "urandom")
 CHILD_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0",
              "PYTHONDONTWRITEBYTECODE": "1"}
 CLONE_NEWNS, MS_BIND, MS_REC, MS_PRIVATE, MS_NOSUID, MS_NODEV = 0x20000, 0x1000, 0x4000, 1 << 18, 2, 4
+CLONE_NEWTIME = 0x80
 
 
 def find() -> Path | None:
@@ -57,10 +60,11 @@ def library_dir(exe: Path) -> Path | None:
 
 
 def outside_uid() -> int | None:
-    """The uid to drop to before bubblewrap (None: the harness is not root, it runs as the harness's uid)."""
+    """The first uid of the range a root harness's sandboxes lease theirs from (``uids.lease_uid``: one each);
+    None when the harness is not root (its sandboxes run as its own uid)."""
     if os.geteuid() != 0:
         return None
-    return int(os.environ.get(UID_ENV) or SANDBOX_UID)
+    return uid_range()[0]
 
 
 @dataclass(frozen=True)
@@ -130,6 +134,7 @@ def _stage_and_drop(enter: Callable[[], None] | None, staged: list[tuple[str, st
     if enter is not None:
         enter()
     libc = _libc()
+    _private_clocks(libc)
     _check(libc.unshare(CLONE_NEWNS), "unshare")
     _check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "private mounts")
     _check(libc.mount(b"cachecraft", str(STAGE).encode(), b"tmpfs", MS_NOSUID | MS_NODEV, b"mode=0755,size=1m"),
@@ -144,6 +149,18 @@ def _stage_and_drop(enter: Callable[[], None] | None, staged: list[tuple[str, st
     os.setgroups([])
     os.setresgid(uid, uid, uid)
     os.setresuid(uid, uid, uid)
+
+
+def _private_clocks(libc: ctypes.CDLL) -> None:
+    """A time namespace whose monotonic and boot clocks start at about 1 s (the host's uptime is not the sandbox's
+    to read: the vDSO answers those clocks without a system call a filter could refuse); bubblewrap enters it at
+    exec. Nothing on a kernel without time namespaces (before 5.6)."""
+    if libc.unshare(CLONE_NEWTIME) != 0:
+        return
+    offsets = {name: int(time.clock_gettime(clock)) - 1
+               for name, clock in (("monotonic", time.CLOCK_MONOTONIC), ("boottime", time.CLOCK_BOOTTIME))}
+    with open("/proc/self/timens_offsets", "w") as f:
+        f.write("".join(f"{name} {-seconds} 0\n" for name, seconds in offsets.items()))
 
 
 def prepare_stage() -> None:

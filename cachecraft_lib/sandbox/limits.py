@@ -10,14 +10,33 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
+WALL_PER_CALL = 4.0  # wall seconds a call earns the evaluation, per CPU second of its limit
+
 
 @dataclass
 class WallBudget:
     """Wall-clock seconds of one evaluation, shared by every sandbox it opens (the arena opens one per context):
-    a fresh sandbox must not mean a fresh budget."""
+    a fresh sandbox must not mean a fresh budget.
+
+    ``total_s`` caps it; within that the evaluation has what its own work earns (``earned_s``): each start its
+    load limit, each call ``WALL_PER_CALL`` times its CPU limit. So the budget is sized by the board (its
+    contexts, budgets and layers) with a margin over an honest run, which uses a fraction of each CPU limit: a
+    method sleeping under each call's backstop no longer holds a small board for ``total_s`` (an hour by
+    default). ``cpu_after_s``: CPU the evaluation's sandboxes used after their last replies (``Box.close``)."""
 
     total_s: float
     used_s: float = 0.0
+    earned_s: float = 0.0
+    cpu_after_s: float = 0.0
+
+    @property
+    def allowed_s(self) -> float:
+        """The seconds the evaluation may take so far: what it earned, at most ``total_s``."""
+        return min(self.total_s, self.earned_s)
+
+    @property
+    def left_s(self) -> float:
+        return self.allowed_s - self.used_s
 
 
 @dataclass(frozen=True)

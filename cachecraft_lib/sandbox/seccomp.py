@@ -2,10 +2,11 @@
 
 Two filters. ``start`` is the allowlist of ``allowlist.py`` (every other call fails with EPERM, or ENOSYS
 where the C library falls back to a call the filter can check); bubblewrap installs it on its init and on
-the interpreter before it execs Python. ``run`` refuses ``execve``/``execveat`` and further filters (``seccomp``, ``prctl(PR_SET_SECCOMP)``: a filter the method
-installs could hand its calls to a listener or trap them) on top and is installed by
-the child itself once the interpreter runs, before any untrusted code (seccomp filters only stack up, they
-can never be removed). Only the native architecture is allowed: a call through another entry point (i386's
+the interpreter before it execs Python. ``run`` refuses ``execve``/``execveat``, further filters (``seccomp``,
+``prctl(PR_SET_SECCOMP)``: a filter the method installs could hand its calls to a listener or trap them) and the
+calls only the start needs (``START_ONLY``: they name host facts) on top, and is installed by the child itself
+once the interpreter and numpy are loaded, before any untrusted code (seccomp filters only stack up, they can
+never be removed). Only the native architecture is allowed: a call through another entry point (i386's
 ``int 0x80``, x32's numbers) kills the process.
 """
 
@@ -15,7 +16,7 @@ import errno
 import functools
 import tempfile
 
-from .allowlist import CONDITIONAL, ENOSYS, EXEC, PRCTL_OPTIONS, allowed_names
+from .allowlist import CONDITIONAL, ENOSYS, EXEC, PRCTL_OPTIONS, START_ONLY, allowed_names
 
 
 def missing() -> str | None:
@@ -44,7 +45,7 @@ def compile_filter(deny_exec: bool) -> bytes:
 
     if deny_exec:
         flt = sc.SyscallFilter(sc.ALLOW)
-        for name in (*EXEC, "seccomp"):
+        for name in (*EXEC, "seccomp", *START_ONLY):
             _add(flt, sc.ERRNO(errno.EPERM), name)
         _add(flt, sc.ERRNO(errno.EPERM), "prctl", sc.Arg(0, sc.EQ, PRCTL_OPTIONS["PR_SET_SECCOMP"]))
     else:

@@ -5,7 +5,11 @@ The CPU limit counts the sandbox's CPU time (its cgroup's, every process it ran;
 out of the method's reach: a loaded machine never kills a valid method, a busy loop always is. The wall
 limit catches a child blocked without using CPU. Writes are bounded the same way: a child that stops reading
 its requests (and burns CPU meanwhile) is killed when the call's CPU or wall limit is spent, never holds
-the harness in a write. Replies are read with ``frames.Reader`` (bounded); whatever goes wrong is a
+the harness in a write. While it waits the watcher also samples the sandbox (``Watch``): its tasks against the
+task cap, in every mode (a cgroup's pids.max refuses the task over the cap; without one RLIMIT_NPROC does,
+silently), and without a cgroup its resident memory with its page tables (``VmRSS`` + ``VmPTE``: RLIMIT_AS
+does not count page tables, and sparse one-page mappings hold more there than in their pages) against the
+memory cap a cgroup would set. Replies are read with ``frames.Reader`` (bounded); whatever goes wrong is a
 ``Failure`` with a kind, never another exception.
 """
 
@@ -17,6 +21,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from .runtime import frames
@@ -30,12 +35,26 @@ class Failure(RuntimeError):
         super().__init__(f"{kind}: {self.message}")
 
 
+SAMPLE_S = 0.05  # seconds between the watcher's samples while it waits
+MEMORY_NEAR = 0.9  # a SIGKILL with the last sample this near the memory cap is read as memory
+
+
+@dataclass(frozen=True)
+class Watch:
+    """What the watcher samples while it waits: ``memory_bytes`` of resident memory with page tables (None: a
+    cgroup caps it) and ``max_tasks`` (processes and threads; reaching it is refused in every mode)."""
+
+    memory_bytes: int | None = None
+    max_tasks: int | None = None
+
+
 class Process:
     """One sandbox's process tree; ``close`` kills all of it (its process group and its cgroup)."""
 
     def __init__(self, argv: list[str], cgroup: Any = None, pass_fds: tuple[int, ...] = (),
-                 env: dict[str, str] | None = None, preexec: Callable[[], None] | None = None) -> None:
-        self.cgroup, self._tree = cgroup, None
+                 env: dict[str, str] | None = None, preexec: Callable[[], None] | None = None,
+                 watch: Watch | None = None) -> None:
+        self.cgroup, self._tree, self.watch, self.memory_seen = cgroup, None, watch or Watch(), 0
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      env=env or {}, cwd="/", start_new_session=True, pass_fds=pass_fds,
                                      preexec_fn=preexec)
@@ -63,6 +82,33 @@ class Process:
         """Processes and threads in the sandbox now."""
         return self.cgroup.n_processes() if self.cgroup is not None else sum(map(proc_threads, self.tree()))
 
+    def signal_all(self, signum: int) -> None:
+        """Send ``signum`` to every process of the sandbox (``SIGSTOP``/``SIGCONT`` between calls)."""
+        if self.proc.poll() is not None:
+            return
+        for pid in self.tree():
+            try:
+                os.kill(pid, signum)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def sample(self) -> None:
+        """``Failure`` (killed) when the sandbox holds its task cap, or without a cgroup more resident memory
+        (page tables included) than its cap."""
+        cap = self.watch.max_tasks
+        if cap and (tasks := self.tasks()) >= cap:
+            self.close()
+            raise Failure("process", f"the method held {tasks} processes or threads, the sandbox's cap: a method "
+                                     "may not start processes or threads")
+        limit = self.watch.memory_bytes
+        if limit and self.cgroup is None:
+            used = sum(proc_memory(pid) for pid in self.tree())
+            self.memory_seen = max(self.memory_seen, used)
+            if used > limit:
+                self.close()
+                raise Failure("memory", f"the sandbox held {used >> 20} MB resident (page tables included), over its "
+                                        f"cap of {limit >> 20} MB: killed")
+
     def send(self, data: bytes, cpu_s: float, wall_s: float) -> None:
         """Write ``data`` within ``cpu_s`` CPU seconds and ``wall_s`` seconds (the call's limits: a child that
         stops reading is killed, ``Failure``), or ``Failure`` for a child that died."""
@@ -77,12 +123,13 @@ class Process:
                 pass
             except OSError:  # a broken pipe: the child ended
                 raise self.death() from None
-            select.select([], [fd], [], 0.25)
+            select.select([], [fd], [], SAMPLE_S)
 
     def _within(self, cpu_s: float, wall_s: float, cpu_start: float | None, start: float,
                 what: str = "no answer") -> float:
         """The seconds left to wait, or ``Failure`` (killed) when the CPU or wall limit is spent; its message has
         ``{}`` where the caller puts the limit in its own terms."""
+        self.sample()
         cpu_now = self.cpu_seconds()
         cpu_left = cpu_s - (cpu_now - cpu_start) if None not in (cpu_now, cpu_start) else wall_s
         wall_left = wall_s - (time.monotonic() - start)
@@ -100,7 +147,7 @@ class Process:
         cpu_start, start = self.cpu_seconds(), time.monotonic()
         while True:
             left = self._within(cpu_s, wall_s, cpu_start, start)
-            ready, _, _ = select.select([fd], [], [], max(0.002, min(left, 0.25)))
+            ready, _, _ = select.select([fd], [], [], max(0.002, min(left, SAMPLE_S)))
             if not ready:
                 continue
             chunk = os.read(fd, 1 << 22)
@@ -122,7 +169,9 @@ class Process:
             code = None
         oom = self.cgroup.oom_kills() if self.cgroup else 0
         self.close()
-        if oom or (self.cgroup is None and code in (-9, 137)):
+        limit = self.watch.memory_bytes
+        near = self.cgroup is None and limit and self.memory_seen >= MEMORY_NEAR * limit
+        if oom or (near and code in (-9, 137)):  # a SIGKILL far from the cap is not memory: e.g. the method's own
             return Failure("memory", f"the sandbox's process was killed (exit code {code}): out of memory")
         return Failure("crash", f"the sandbox's process exited (exit code {code})")
 
@@ -189,6 +238,17 @@ def descendants(root: int) -> list[int]:
 def proc_threads(pid: int) -> int:
     fields = _stat(pid)
     return int(fields[17]) if fields else 0  # num_threads (field 20)
+
+
+def proc_memory(pid: int) -> int:
+    """Resident bytes of a live process with its page tables (``VmRSS`` + ``VmPTE``; 0 where unreadable)."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            lines = f.read().split(b"\n")
+    except OSError:
+        return 0
+    kb = [int(line.split()[1]) for line in lines if line.startswith((b"VmRSS:", b"VmPTE:"))]
+    return sum(kb) << 10
 
 
 def proc_cpu_seconds(pid: int) -> float | None:

@@ -10,6 +10,11 @@ either of which may be a baseline's, ``no_press`` or another author's entry), wi
 detailed text is the folder's own (``cachecraft arena check`` shows it), so nothing else is written. A method's
 text on test items goes to the organiser's private log (``<arena>/private/organiser.log``, one JSON line per
 refusal with the ledger's sequence number).
+
+The public payload is built field by field from ``PUBLIC_FIELDS`` (``public_rejection``), each from what the
+folder checks fixed before anything ran (board, name, author) or from a fixed set (the kind, its sentence):
+nothing the run produced (a method's text, an exit code, the machine's uptime, memory, kernel, disk or CPUs in an
+error) can reach a rejection anyone reads, whatever the error object carries.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ STATIC_SENTENCES = {
     "bad_folder": "the folder holds a symbolic link, a hard-linked file or a special file",
 }
 PUBLIC_MESSAGE_MAX, PRIVATE_MESSAGE_MAX = 600, 2000
+PUBLIC_FIELDS = ("board", "name", "author", "author_key", "kind", "message", "on_test")  # a rejection's, all of it
 FOLDER_FILES = ("method.py", "DESCRIPTION.md", "metadata.yaml", "params.npz")
 HASH_CAP = 16 * 1024 * 1024  # the largest file a submission may ship (params.npz)
 
@@ -82,20 +88,27 @@ def public_message(kind: str, on_test: bool) -> str:
     return STATIC_REFUSAL.format(kind=kind, what=STATIC_SENTENCES.get(kind, "see `cachecraft arena check`"))
 
 
-def record_refusal(ledger: Any, root: Path, board: str, name: str, author: str, err: Any,
-                   on_test: bool = False) -> dict[str, Any]:
-    """Append the ``rejection`` event (and on test items the private log line with the method's text); returns
-    the public payload.
-    ``name``: ``shown_name(folder)`` for a static refusal, the checked submission's name on test items."""
+def public_rejection(board: str, name: str, author: str, kind: Any, on_test: bool) -> dict[str, Any]:
+    """The public payload of a refusal: exactly ``PUBLIC_FIELDS``, the kind one of ``KINDS`` (else ``crash``) and
+    the message its fixed sentence; nothing else of the error is passed in."""
     from ..submissions.errors import KINDS
     from ..submissions.identity import author_key
 
-    kind = getattr(err, "kind", "crash")
-    kind = kind if kind in KINDS else "crash"  # a kind is one of a fixed set, never the method's text
-    text = str(err)
-    payload = {"board": board, "name": bounded(name, 64), "author": shown_author(author),
-               "author_key": author_key(author), "kind": kind, "message": public_message(kind, on_test),
-               "on_test": on_test}
+    kind = kind if isinstance(kind, str) and kind in KINDS else "crash"  # never the method's text
+    on_test = on_test is True
+    fields = {"board": str(board), "name": bounded(name, 64), "author": shown_author(author),
+              "author_key": author_key(author), "kind": kind, "message": public_message(kind, on_test),
+              "on_test": on_test}
+    return {field: fields[field] for field in PUBLIC_FIELDS}
+
+
+def record_refusal(ledger: Any, root: Path, board: str, name: str, author: str, err: Any,
+                   on_test: bool = False) -> dict[str, Any]:
+    """Append the ``rejection`` event (``public_rejection``; and on test items the private log line with the
+    method's text); returns the public payload.
+    ``name``: ``shown_name(folder)`` for a static refusal, the checked submission's name on test items."""
+    payload = public_rejection(board, name, author, getattr(err, "kind", "crash"), on_test)
+    kind, text = payload["kind"], str(err)
     event = ledger.append("rejection", payload)
     if on_test:  # a static refusal's text is the folder's own: `arena check` shows it again, nothing is kept
         path = root / "private" / ORGANISER_LOG

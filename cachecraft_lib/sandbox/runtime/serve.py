@@ -1,11 +1,13 @@
 """The child's side of the sandbox: harden the process, load the untrusted code, answer request frames.
 
 Run inside the boundary as ``python -I -S serve.py PATH...`` (the paths are put first on ``sys.path``:
-this folder, numpy's and the layer's files). It reads the setup frame, installs the seccomp filter it
-carries (no ``execve`` from here on; filters cannot be removed), caps its own address space (RLIMIT_AS), its
-CPU over its whole life (RLIMIT_CPU), its tasks (RLIMIT_NPROC) and descriptors (RLIMIT_NOFILE): the filter
-refuses new processes, so without a cgroup these bound the whole sandbox. Then it imports the layer (the arena's or the search's ``child``), lets it load
-what it needs, installs the audit reporter (``guard``) and loads the untrusted source. Then one reply per
+this folder, numpy's and the layer's files). It reads the setup frame, caps its own address space (RLIMIT_AS), its
+CPU over its whole life (RLIMIT_CPU), its tasks (RLIMIT_NPROC), descriptors (RLIMIT_NOFILE) and what it may take
+of its uid's per-user quotas (pending signals, message queues, locked memory: ``PER_USER``): the filter
+refuses new processes, so without a cgroup these bound the whole sandbox. Then it imports the layer (the arena's
+or the search's ``child``), lets it load what it needs (numpy), installs the seccomp run filter the setup frame
+carries (no ``execve``, no calls naming host facts from here on; filters cannot be removed), installs the audit
+reporter (``guard``) and loads the untrusted source. Then one reply per
 request. The layer defines ``ALLOWED`` (imports), ``prepare()``, ``load(text, setup)``, ``handle(state,
 header, arrays) -> (header, arrays)`` and ``classify(err, loading) -> (kind, text)``.
 """
@@ -55,14 +57,23 @@ def limit_memory(extra_mb: int, base: int = 0) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
+# Limits the kernel counts per user (whatever else runs as the uid shares the count): small, so the sandbox takes
+# little of its uid's share (a root harness gives each sandbox a uid of its own; another user's sandboxes run as
+# that user). Pending signals: none are needed, one method queued 96,367; message queues and locked memory: none.
+PER_USER = {"RLIMIT_SIGPENDING": 16, "RLIMIT_MSGQUEUE": 0, "RLIMIT_MEMLOCK": 0}
+
+
 def limit_process(setup: dict) -> None:
-    """CPU seconds over the whole life, tasks and descriptors of this process; no core files."""
+    """CPU seconds over the whole life, tasks and descriptors of this process, the per-user limits (``PER_USER``);
+    no core files."""
     cpu = int(setup.get("cpu_life_s", 0))
     if cpu > 0:
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
     tasks = int(setup.get("max_tasks", 0))
     if tasks > 0:
         resource.setrlimit(resource.RLIMIT_NPROC, (tasks, tasks))
+    for name, value in PER_USER.items():
+        resource.setrlimit(getattr(resource, name), (value, value))
     resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
@@ -85,12 +96,12 @@ def main() -> None:
     text, arrays = frames.decode(*first)
     setup = first[0]["setup"]
     try:
-        if setup.get("seccomp"):
-            install_filter(arrays["seccomp"].tobytes())
         limit_memory(int(setup["memory_mb"]), int(setup.get("vm_base", 0)))
         limit_process(setup)
         layer = importlib.import_module(setup["layer"])
-        layer.prepare()
+        layer.prepare()  # numpy and the allowed modules: trusted, read-only; numpy's import asks uname
+        if setup.get("seccomp"):  # before any untrusted code (one thread: more would be refused after loading)
+            install_filter(arrays["seccomp"].tobytes())
     except BaseException as err:  # noqa: BLE001 - the parent must hear why the sandbox is not ready
         reply(out, {"ok": False, "kind": "boundary", "error": f"the sandbox could not be set up: {err!r}"})
         return
