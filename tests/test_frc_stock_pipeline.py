@@ -68,7 +68,7 @@ def test_spare_slots_hold_evicted_tokens_and_are_masked():
     assert real == [5, 20] and idx[0, :5].tolist() == kept.tolist()
     assert not set(idx[0, 5:].tolist()) & set(kept.tolist()) and len(set(idx[0].tolist())) == 20
     batch, head, slot = filler_mask(real, 20, heads=2)
-    assert set(batch.tolist()) == {0} and sorted(set(zip(head.tolist(), slot.tolist()))) == [
+    assert set(batch.tolist()) == {0} and sorted(set(zip(head.tolist(), slot.tolist(), strict=True))) == [
         (h, s) for h in range(2) for s in range(5, 20)]
     assert filler_mask([20, 20], 20, heads=2) is None
 

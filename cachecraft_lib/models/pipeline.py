@@ -77,8 +77,8 @@ def tokenwise_question(method: str) -> bool:
     """Whether ``method``'s question is fed token by token: a property of the method, never of the sample.
 
     Methods whose caches can differ in length between layers or carry head masks (``needs_tokenwise_question``:
-    whole-chunk selection, AdaKV, PyramidKV) are always fed token by token, even on a sample whose cache came
-    out even, every other method in one forward. In float32 the two feeds give the same answers (tests); in
+    whole-chunk selection's masked spare slots, AdaKV, PyramidKV) are always fed token by token, even on a sample
+    that needed no mask, every other method in one forward. In float32 the two feeds give the same answers (tests); in
     bfloat16 they round differently, so a feed chosen sample by sample would mix two rounding paths in one
     method's answers. (The grid's batched engine in float32 feeds every row in one forward: ``grid.runner``.)
     """
