@@ -160,3 +160,20 @@ def test_on_cgroup_v2_the_harness_gets_the_mode_its_setup_gives():
         assert Path("/proc/self/cgroup").read_text().strip().endswith("/" + cgroup2.HARNESS_LEAF)
     elif os.geteuid() == 0:
         assert mode.kind is None and "Delegate=yes" in mode.why
+
+
+def test_doctor_on_cgroup_v2_says_what_it_found_and_what_to_enable_for_root_and_for_a_user(monkeypatch):
+    from cachecraft_lib.sandbox import boundary, diagnose
+
+    monkeypatch.setattr(cgroup_mode, "hierarchy", lambda: "cgroup v2 (unified) at /sys/fs/cgroup, controllers: x")
+    monkeypatch.setattr(boundary, "detect", lambda: cgroup_mode.CgroupMode(None, why="systemd scope: test"))
+    monkeypatch.setattr(cgroup2, "own_path", lambda: Path("/sys/fs/cgroup/user.slice/user-1000.slice/s.scope"))
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    found = diagnose.diagnose()
+    assert found.found[0].startswith("cgroup v2 (unified)") and "s.scope (not writable" in found.found[1]
+    assert "as root on cgroup v2" in found.advice[0] and "systemd-run --scope -p Delegate=yes" in found.advice[0]
+    assert "found:\n  cgroup v2 (unified)" in diagnose.report(found)
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(diagnose.pwd, "getpwuid", lambda uid: type("pw", (), {"pw_name": "alice"}))
+    advice = diagnose.diagnose().advice[0]
+    assert "loginctl enable-linger alice" in advice and "dbus-user-session" in advice
