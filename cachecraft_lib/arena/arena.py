@@ -55,15 +55,8 @@ from .results import DevReport, Entry, Rejection
 from .scoring import score
 from .scoring.code_shape import checked_digests
 from .scoring.events import Kind
-
-LOOK_ORIGIN = ("plan", "plan_hash", "run_id", "random_seed")  # what a test look keeps of an origin (issue 49)
-
-
-def look_origin(origin: dict | None) -> dict[str, Any]:
-    """The part of a submission's origin a ``test_look`` carries: the pre-registered plan (its full hash, and
-    its first 16 hex digits for reading), the run id and the random seed, where the origin has them, so looks
-    are counted per plan and seed whatever author name the entry is under. Nothing for a hand-made entry."""
-    return {k: origin[k] for k in LOOK_ORIGIN if origin and origin.get(k) is not None}
+from .scoring.rounds import Round, open_round, recorded
+from .submission_fields import LOOK_ORIGIN, check_identity, entry_extra, look_origin  # noqa: F401 - re-exported
 
 
 @dataclass
@@ -117,9 +110,12 @@ class Arena:
     def _source(self) -> str:
         return self.settings.ruler_source if self.settings and self.settings.ruler_source != "hf" else "auto"
 
-    def items(self, board: Board, split: str, secret: bytes | None = None, round_: int = 1) -> pd.DataFrame:
-        """The board's items of a split; MATH-500 (paper board C) raises ``math500.NotMeasurable`` offline,
-        before any model is loaded."""
+    def items(self, board: Board, split: str, secret: bytes | Round | None = None, round_: int = 1) -> pd.DataFrame:
+        """The board's items of a split (the test split's from a ``Round``, or a secret and round number: the
+        items follow from them, nothing is checked here); MATH-500 (paper board C) raises
+        ``math500.NotMeasurable`` offline, before any model is loaded."""
+        if isinstance(secret, Round):
+            secret, round_ = secret.secret, secret.number
         if board.benchmark == "math500":
             from .boards.math500 import math_items
 
@@ -162,54 +158,64 @@ class Arena:
         rows = self.run(board, items, [contender])
         return DevReport(method=contender.name, **score.dev_report(base, rows, board, contender.name))
 
-    def behaviour(self, board: Board, sub: Any, secret: bytes, round_: int = 1, **limits: Any) -> dict[str, str]:
+    def behaviour(self, board: Board, sub: Any, secret: bytes | Round, round_: int = 1,
+                  **limits: Any) -> dict[str, str]:
         """``program_behaviour`` and ``program_sketch`` of ``sub`` on the round's first test context per task and
-        length, keyed by its secret (``scoring.behaviour``; {} where it does not see the board's hook); inputs once per key."""
+        length, keyed by its secret (``scoring.behaviour``; {} where it does not see the board's hook); inputs once
+        per key. ``secret``: the ``Round`` (a secret is checked first, ``open_round``)."""
         from .scoring import behaviour as bh
 
         if not bh.digestible(sub, board):
             return {}
+        rnd = self.open_round(secret, round_)
         model, tokenizer = self.model(board)
-        key = bh.sketch_key(secret, board.name, round_)
+        key = bh.sketch_key(rnd.secret, board.name, rnd.number)
         cached = (repr(board), self._loaded_name, key)
         if cached not in self._probes:
-            self._probes[cached] = bh.ProbeInputs(BoardRunner(model, tokenizer, board),
-                                                  self.items(board, "test", secret, round_))
+            self._probes[cached] = bh.ProbeInputs(BoardRunner(model, tokenizer, board), self.items(board, "test", rnd))
         return bh.behaviour_probe(sub, self._probes[cached], bh.board_ratios(board), limits, key)
 
     # --------------------------------------------------------------------------------------- test
     def _private(self, round_: int, board: str, entry_id: str) -> Path:
         return private_path(self.root, round_, board, entry_id)
 
-    def ensure_round(self, secret: bytes, round_: int, origin: str = "given") -> None:
-        """Record the round's salted commitment to the secret once (``submit``/``reveal`` check it later)."""
-        from .scoring.rounds import ensure_round
+    def open_round(self, secret: bytes | Round, round_: int = 1, events: list[dict] | None = None) -> Round:
+        """The secret checked for the round, once (strength; the commitment once the round exists:
+        ``rounds.open_round``), as the ``Round`` the verbs pass on; a ``Round`` is returned as it is."""
+        return open_round(self.ledger, secret, round_, self.weak_secret_ok, events)
 
-        ensure_round(self.ledger, secret, round_, self.profile, self.weak_secret_ok, origin)
+    def ensure_round(self, secret: bytes | Round, round_: int = 1, origin: str = "given") -> Round:
+        """The round with its salted commitment in the ledger (recorded when new; ``submit``/``reveal`` check
+        the secret against it)."""
+        return recorded(self.ledger, self.open_round(secret, round_), self.profile, self.weak_secret_ok, origin)
 
-    def run_test(self, board: Board, secret: bytes, round_: int, contenders: list[Contender],
+    def run_test(self, board: Board, secret: bytes | Round, round_: int, contenders: list[Contender],
                  looks: list[dict[str, str]]) -> pd.DataFrame:
         """``contenders`` on the round's test items, after one ``test_look`` event each (``looks``: author and
-        program of each): a look counts whether the run then scores, is refused or crashes."""
+        program of each): a look counts whether the run then scores, is refused or crashes. ``secret``: the
+        ``Round`` (a secret is checked first, ``open_round``; ``round_`` then names the round)."""
+        rnd = self.open_round(secret, round_)
         for look in looks:
-            self.ledger.append(Kind.TEST_LOOK, {"board": board.name, "round": int(round_), **look})
-        return self.run(board, self.items(board, "test", secret, round_), contenders)
+            self.ledger.append(Kind.TEST_LOOK, {"board": board.name, "round": rnd.number, **look})
+        return self.run(board, self.items(board, "test", rnd), contenders)
 
-    def record_baselines(self, board_name: str, secret: bytes, round_: int = 1) -> pd.DataFrame:
+    def record_baselines(self, board_name: str, secret: bytes | Round, round_: int = 1) -> pd.DataFrame:
         """The board's baselines on the round's test items, in the ledger (skipped when already there); under
-        the ledger's lock, so two processes never record them twice."""
+        the ledger's lock, so two processes never record them twice. ``secret``: the ``Round``, or a secret
+        checked here (``open_round``)."""
         board = self.board(board_name)
-        self.ensure_round(secret, round_)
+        rnd = self.ensure_round(secret, round_)
+        round_ = rnd.number
         with self.ledger.lock():
-            done = {(payload(e)["board"], payload(e)["name"]) for e in self.ledger.events()
-                    if e.get("kind") == Kind.BASELINE and payload(e).get("round") == round_}
+            done = {(payload(e)["board"], payload(e)["name"]) for e in self.ledger.events(Kind.BASELINE)
+                    if payload(e).get("round") == round_}
             todo = [b for b in board.baselines if (board.name, b) not in done]
             if not todo:
                 return pd.DataFrame()
             runs = [b for b in todo if b != NO_PRESS]
             looks = [{"author": "baseline", "author_key": "baseline", "name": b, "program": f"baseline:{b}"}
                      for b in runs]
-            rows = self.run_test(board, secret, round_, [baseline_contender(b) for b in runs], looks)
+            rows = self.run_test(board, rnd, round_, [baseline_contender(b) for b in runs], looks)
             units = score.unit_values(rows, board)
             scores = score.method_scores(units)
             best = score.best_baseline(scores)
@@ -231,37 +237,37 @@ class Arena:
     def submit(self, folder: str | Path, board_name: str, secret: bytes, round_: int = 1,
                rule: str = "frozen_bar", **limits: Any) -> Entry | Rejection:
         """One official submission: an ``Entry`` (or a ``Rejection``). The secret is checked against the round's
-        commitment and the author's rate limit before anything runs; every refusal (a failed check, a crash) is
-        a ``rejection`` with the author and counts toward the limit. Gate and recording happen under the
-        ledger's lock (``recording.record_submission``), against the board's best at that moment."""
+        commitment once, before anything runs (``open_round``: the ``Round`` it gives is what the steps after
+        use), then the author's rate limit; every refusal (a failed check, a crash) is a ``rejection`` with the
+        author and counts toward the limit. Gate and recording happen under the ledger's lock
+        (``recording.record_submission``), against the board's best at that moment."""
         from .scoring.behaviour import mismatch
         from .scoring.refusals import shown_name
-        from .scoring.rounds import check_round_secret
         from .submissions.folder import SubmissionError, load_submission, metadata_author, metadata_origin
         from .submissions.press import BOUNDARIES, UNREPORTED
 
         board = self.board(board_name)
         events = self.ledger.events()  # the one read before running
-        check_round_secret(self.ledger, secret, round_, self.weak_secret_ok, events)
+        rnd = self.open_round(secret, round_, events)  # the one check of the secret
         weak_ok = os_boundary.weak_allowed(bool(limits.get("allow_weak", False)))  # the argument or the environment
         boundary = plan(weak_ok)  # fail closed before anything runs: the organiser's setup
         author = metadata_author(folder)
         self.ledger.check_rate(author, events=events)
         try:
             sub = load_submission(folder)
-            self._check_identity(board, sub, events)
+            check_identity(board, sub, events)
             digests = checked_digests(sub.code)  # refused, not a traceback, when the program has none
         except SubmissionError as err:
             return self._reject(board, shown_name(folder), author, err)
-        self.record_baselines(board.name, secret, round_)
+        self.record_baselines(board.name, rnd)  # records a new round's commitment: no second check
         origin = metadata_origin(folder)  # e.g. a search run's id, seed, iterations and plan
         # the same program under another comment, docstring or consistent renaming (arena/scoring/code_shape.py),
         # or keeping (nearly) the same tokens on the round's test contexts (arena/scoring/behaviour.py)
-        digests.update(self.behaviour(board, sub, secret, round_, **limits))
+        digests.update(self.behaviour(board, sub, rnd, **limits))
         look = {"author": sub.author, "author_key": sub.author_key, "name": sub.name, "program": sub.code_sha256,
                 **digests, **look_origin(origin)}
         try:
-            rows = self.run_test(board, secret, round_, [submission_contender(sub, **limits)], [look])
+            rows = self.run_test(board, rnd, rnd.number, [submission_contender(sub, **limits)], [look])
         except SubmissionError as err:
             return self._reject(board, sub.name, sub.author, err, on_test=True)
         except BoundaryUnavailable:
@@ -272,40 +278,9 @@ class Arena:
         if (refused := mismatch(digests)) is not None:  # a FAILED/UNSTABLE probe is no free pass
             return self._reject(board, sub.name, sub.author, refused, on_test=True)
         ran = BOUNDARIES.get(sub.code_sha256, boundary.name if boundary else UNREPORTED)
-        whole = getattr(os_boundary, "WHOLE", (os_boundary.FULL,))  # the boundaries that are not "weak"
-        extra: dict[str, Any] = {"sandbox": ran, "sandbox_weak": ran not in whole, "weak_sandbox_allowed": weak_ok}
-        if sub.params_sha256:  # only when shipped: an entry without the hooks is as before they existed
-            extra["params_sha256"] = sub.params_sha256
-        if sub.probes:
-            extra["probes"] = list(sub.probes)
-        if getattr(sub, "allocation", "uniform") != "uniform":  # metadata's head-adaptive budgets change the run
-            extra["allocation"] = sub.allocation
-        if origin:
-            extra["origin"] = origin
-        extra.update({k: digests[f] for k, f in (("code_ast", "program_ast"), ("code_shape", "program_shape"),
-                                                 ("code_behaviour", "program_behaviour"),
-                                                 ("code_sketch", "program_sketch")) if f in digests})
-        return record_submission(self.ledger, self.root, board, sub, score.unit_values(rows, board), round_, rule,
-                                 extra)
-
-    def _check_identity(self, board: Board, sub: Any, events: list[dict]) -> None:
-        """The boards and hooks fit, and the name is not another author's entry on this board."""
-        from .submissions.errors import SubmissionError
-        from .submissions.identity import author_key, name_key
-
-        if board.name not in sub.boards:
-            raise SubmissionError("bad_metadata", f"the submission names boards {list(sub.boards)}, not "
-                                                  f"{board.name}: add it to its metadata")
-        if board.decode_time and not sub.decode:
-            raise SubmissionError("bad_method", f"board {board.name} evicts while decoding: class Method must define "
-                                                "decode(layer)")
-        for e in events:
-            data = payload(e)
-            if e.get("kind") == Kind.SUBMISSION and data.get("board") == board.name \
-                    and name_key(str(data.get("name"))) == name_key(sub.name) \
-                    and author_key(str(data.get("author_key") or data.get("author"))) != sub.author_key:
-                raise SubmissionError("reserved_name", f"name {sub.name!r} is another author's entry on board "
-                                                       f"{board.name}; choose another name in metadata.yaml")
+        extra = entry_extra(sub, digests, origin, ran, weak_ok)
+        return record_submission(self.ledger, self.root, board, sub, score.unit_values(rows, board), rnd.number,
+                                 rule, extra)
 
     def _reject(self, board: Board, name: str, author: str, err: Any, on_test: bool = False) -> Rejection:
         """A ``rejection`` with the author; on test items with a fixed public message (``refusals``)."""

@@ -37,6 +37,7 @@ from ..util.ray import Tracker, collect, ray_session, task_resources
 from .arena import Arena
 from .board_runner import Contender
 from .boards.boards import Board
+from .scoring.rounds import Round
 
 
 class ContendersFailed(RuntimeError):
@@ -269,15 +270,15 @@ class _Evaluator:
 
 
 # ------------------------------------------------------------------------------------- the verbs on Ray
-def ray_baselines(arena: RayArena, boards: list[str], secret: bytes, round_: int = 1
+def ray_baselines(arena: RayArena, boards: list[str], secret: bytes | Round, round_: int = 1
                   ) -> dict[str, tuple[pd.DataFrame, dict[str, str]]]:
     """``record_baselines`` of each board on Ray: {board: (scores, {baseline: reason} of those that raised)}.
     Scores are empty when the board was already recorded; a failed baseline is left out of the ledger (a
     re-run records it once it is fixed) and the board's parts are kept for that re-run."""
-    out = {}
+    out, rnd = {}, arena.open_round(secret, round_)  # the secret checked once for every board
     for name in boards:
         board = arena.board(name)
-        scores, failed = _without_failed(arena, name, lambda name=name: arena.record_baselines(name, secret, round_))
+        scores, failed = _without_failed(arena, name, lambda name=name: arena.record_baselines(name, rnd))
         if not failed:
             shutil.rmtree(arena.parts_dir(board, "test"), ignore_errors=True)
         out[name] = (scores, failed)
