@@ -1,4 +1,4 @@
-# CacheCraft Lab. Two commands do everything: `make reproduce` and `make test` (README).
+# CacheCraft Lab. `make` creates .venv and installs; `make reproduce` and `make test` do everything else (README).
 # Each creates .venv if needed and installs into it. torch is pinned to the CPU build that installs in
 # seconds here; a GPU user installs a CUDA build of torch into .venv first (README), which is kept.
 
@@ -8,10 +8,14 @@ BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 PROFILE ?= cpu
 STAMP := $(VENV)/.cachecraft-installed
-EXTRAS ?= instruct,ray,serve
+EXTRAS ?= instruct,ray,serve,pipeline
 TEST_EXTRAS := $(VENV)/.cachecraft-test-extras
+PIPELINE := $(VENV)/.cachecraft-pipeline
+# DVC (the pipeline behind `make reproduce` and `make check-figures`) sends no usage reports from here
+export DVC_NO_ANALYTICS := 1
 
-.PHONY: install test reproduce lab lint clean-notebooks train-tiny browser sandbox-tools
+.DEFAULT_GOAL := install
+.PHONY: install test reproduce check-figures pipeline lab lint clean-notebooks train-tiny browser sandbox-tools
 
 # The sandbox for untrusted code (arena submissions, search candidates) needs bubblewrap and libseccomp
 # (cachecraft_lib/sandbox, docs/sandbox.md); as root they are installed here, otherwise the command says what to run.
@@ -60,8 +64,31 @@ test: $(TEST_EXTRAS) sandbox-tools browser
 	$(BIN)/cachecraft fetch-instruct
 	$(BIN)/python -m pytest -q --durations=25  # the 25 slowest tests at the end: where CI's half hour goes
 
-reproduce: install
+# DVC (the [pipeline] extra): one stage per notebook in dvc.yaml, the hashes of what made each committed output in
+# dvc.lock (docs/reproducing.md).
+$(PIPELINE): pyproject.toml $(STAMP)
+	$(BIN)/pip install --quiet --disable-pip-version-check -e ".[pipeline]"
+	@touch $(PIPELINE)
+
+# At the cpu profile (whose outputs are committed) only the stale notebooks run, through `cachecraft reproduce
+# --only` (dvc repro); FORCE=1 reruns them all. Notebook 08's arena rounds are frozen stages and never rerun here.
+# Another profile writes under runs/ and runs every notebook.
+reproduce: install $(PIPELINE)
+ifeq ($(PROFILE),cpu)
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/dvc repro $(if $(FORCE),--force) \
+	  $$($(BIN)/python -m cachecraft_lib.report.pipeline --stages)
+else
 	$(BIN)/cachecraft reproduce --profile $(PROFILE)
+endif
+
+# Which committed figures and tables are stale and why, in seconds and without a model; fails when an output no
+# longer matches dvc.lock or dvc.yaml no longer matches the notebooks' imports.
+check-figures: $(PIPELINE)
+	$(BIN)/python -m cachecraft_lib.cli reproduce --check
+
+# dvc.yaml again from the notebooks' imports (after adding a notebook or an import).
+pipeline: install
+	$(BIN)/python -m cachecraft_lib.report.pipeline
 
 lab: install
 	$(BIN)/jupyter lab --notebook-dir=notebooks

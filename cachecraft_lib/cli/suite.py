@@ -12,10 +12,19 @@ from ..profiles import PROFILES
 
 
 def _cmd_reproduce(args: argparse.Namespace) -> int:
+    if args.check:
+        from ..report.pipeline_check import run
+
+        return run()
     from ..report import run_timings
     from ..report.notebooks import NotebookFailed, list_notebooks, run_notebook
 
     books = list_notebooks(args.only)
+    try:
+        parameters = _parameters(args.set)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     out = Path(args.out) if args.out else None
     log = run_timings.timings_path(args.profile)
     revision = run_timings.commit()
@@ -25,7 +34,8 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
         print(f"  [{number}/{len(books)}] running {book.name} (all at {_clock(time.time() - total)}) ...", flush=True)
         start, load = time.time(), run_timings.load()
         try:
-            run = run_notebook(book, args.profile, out_dir=out, figures=args.figures, progress=not args.quiet)
+            run = run_notebook(book, args.profile, out_dir=out, figures=args.figures, progress=not args.quiet,
+                               parameters=parameters)
         except NotebookFailed as err:
             run_timings.append(log, args.profile, book.stem, time.time() - start, "failed", load, revision)
             print(f"FAILED: {err}", file=sys.stderr)
@@ -36,6 +46,20 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     if run_timings.update_doc(args.profile):
         print(f"updated the {args.profile} timings in {run_timings.DOC}")
     return 0
+
+
+def _parameters(pairs: list[str] | None) -> dict[str, object]:
+    """``NAME=VALUE`` pairs as notebook parameters; a value is read as JSON when it parses (3, 0.5, null), else text."""
+    out: dict[str, object] = {}
+    for pair in pairs or []:
+        name, sep, value = pair.partition("=")
+        if not sep or not name.isidentifier():
+            raise ValueError(f"--set takes NAME=VALUE (a notebook parameter), not {pair!r}")
+        try:
+            out[name] = json.loads(value)
+        except json.JSONDecodeError:
+            out[name] = value
+    return out
 
 
 def _clock(seconds: float) -> str:
@@ -92,16 +116,22 @@ def _cmd_fetch_instruct(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the suite's verbs."""
-    p = sub.add_parser("reproduce", help="run the notebooks in order with papermill",
+    p = sub.add_parser("reproduce", help="run the notebooks in order with papermill (--check: which figures are stale)",
                        description="Execute every notebook (or --only some) under a profile; executed copies go "
                                    "to runs/notebooks/<profile>/ and figures to figures/ (cpu) or runs/<profile>/figures. "
                                    "Each cell is shown as it starts, with the kernel's progress bars; per-notebook "
                                    "times go to runs/<profile>/timings.csv (and the profile's table in "
-                                   "docs/timings.md).")
+                                   "docs/timings.md). `make reproduce` reruns only the stale notebooks (dvc.yaml); "
+                                   "--check says which committed outputs are stale and why, without running anything.")
     p.add_argument("--profile", default="cpu", choices=sorted(PROFILES), help="scale to run at (default: cpu)")
     p.add_argument("--only", nargs="+", metavar="NN", help="notebook prefixes or names, e.g. 03 04_decomposition")
     p.add_argument("--out", help="folder for the executed notebooks")
     p.add_argument("--figures", help="folder for figures and tables")
+    p.add_argument("--set", action="append", metavar="NAME=VALUE", help="a notebook parameter, e.g. BOARD=B_offline "
+                   "(repeatable; default: none, the notebooks' own values)")
+    p.add_argument("--check", action="store_true", help="run nothing: print which committed outputs are stale "
+                   "(and which dependency changed) from dvc.lock; exit 1 if an output does not match the lock "
+                   "(needs the [pipeline] extra; `make check-figures`)")
     p.add_argument("--quiet", action="store_true", help="one line per notebook, not the cell-by-cell progress "
                    "(each cell as it starts, k of n, elapsed time, the kernel's progress bars)")
     p.set_defaults(func=_cmd_reproduce)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from .values import as_plotted
+
 BASELINE, SUBMISSION = "#7f7f7f", "#d62728"
 
 
@@ -24,6 +26,7 @@ def entry_label(row: pd.Series) -> str:
 def plot_leaderboard(board: pd.DataFrame) -> plt.Figure:
     """One panel per board: overall with its interval, baselines grey, submissions red; ineligible and flagged
     entries named so in their tick labels (nothing is written over a bar or a whisker)."""
+    board = as_plotted(board, ("overall", "lo", "hi"))
     boards = list(dict.fromkeys(board.board)) or ["(empty)"]
     fig, axes = plt.subplots(1, len(boards), figsize=(5.2 * len(boards), 0.35 * max(4, len(board)) + 1.2),
                              squeeze=False)

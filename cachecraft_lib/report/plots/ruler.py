@@ -12,6 +12,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
+from .values import as_plotted, plotted_value
+
 
 def plot_prompt_tokens(use: pd.DataFrame, ax: plt.Axes | None = None) -> plt.Axes:
     """Prompt tokens per task (``ruler.stats.token_use`` rows with a ``length`` column), one bar per length;
@@ -29,7 +31,7 @@ def plot_ruler_vs_ratio(results: pd.DataFrame, colors: dict[str, str] | None = N
     With ``lo``/``hi`` columns (``analysis.curve_points``) each curve carries its 95% interval as a band,
     and no compression its interval as a grey span. The legend sits to the right of the panels, over no curve.
     """
-    results = results.assign(model_name=results.model.map(lambda m: Path(m).name))
+    results = as_plotted(results, ("aggregate", "lo", "hi")).assign(model_name=results.model.map(lambda m: Path(m).name))
     bands = {"lo", "hi"} <= set(results.columns)
     lengths, models = sorted(results.length.unique()), sorted(results.model_name.unique())
     fig, axes = plt.subplots(len(models), len(lengths), figsize=(5.2 * len(lengths), 3.8 * len(models)),
@@ -65,6 +67,7 @@ def plot_here_vs_paper(frame: pd.DataFrame, no_compression: float, ax: plt.Axes 
     """One bar pair per configuration: ``here`` with its 95% interval (``here_lo``, ``here_hi``; none at one
     sample per task) beside the ``paper``'s number, and no compression here as a dashed line."""
     ax = ax or plt.subplots(figsize=(5.5, 3.8))[1]
+    frame, no_compression = as_plotted(frame, ("here", "here_lo", "here_hi", "paper")), plotted_value(no_compression)
     errors = [(frame.here - frame.here_lo).fillna(0), (frame.here_hi - frame.here).fillna(0)]
     frame[["here", "paper"]].plot.barh(ax=ax, color=["#d62728", "#bbbbbb"])
     ax.errorbar(frame.here, [i - 0.125 for i in range(len(frame))], xerr=errors, fmt="none", ecolor="black",

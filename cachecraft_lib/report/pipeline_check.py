@@ -1,0 +1,133 @@
+"""``make check-figures`` / ``cachecraft reproduce --check``: which committed outputs are stale, and why, without a model.
+
+Reads ``dvc.yaml`` and ``dvc.lock`` through DVC and hashes the files they name (seconds). Three answers per stage:
+current; stale (a dependency changed since the lock: the files named, the notebooks upstream that rerun first);
+or EDITED (a committed output no longer matches the hash the lock recorded: changed by hand, or regenerated
+without the pipeline). Only EDITED outputs, or a ``dvc.yaml`` that no longer matches the notebooks' imports, make
+the check fail: a stale output is the normal state between a code change and the next ``make reproduce``.
+Measurements (notebook 06) and arena rounds (notebook 08, frozen) are reported as such.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..paths import REPO
+
+KIND_NOTE = {"measurement": "a measurement: a rerun records new timings (never the same bytes)",
+             "round": "an arena round, frozen: `make reproduce` leaves it (a rerun would draw a fresh secret)"}
+
+
+@dataclass
+class StageStatus:
+    """What the check found for one stage."""
+
+    name: str
+    kind: str
+    changed_deps: dict[str, str] = field(default_factory=dict)  # path -> modified / deleted / new
+    edited_outs: dict[str, str] = field(default_factory=dict)
+    command_changed: bool = False
+    upstream: list[str] = field(default_factory=list)  # stale stages whose outputs this one reads
+    outs: int = 0
+
+    @property
+    def stale(self) -> bool:
+        return bool(self.changed_deps or self.command_changed or self.upstream)
+
+
+@dataclass
+class Report:
+    stages: list[StageStatus]
+    yaml_current: bool = True
+
+    @property
+    def failed(self) -> bool:
+        return not self.yaml_current or any(s.edited_outs for s in self.stages)
+
+
+def _changes(entries: list) -> tuple[dict[str, str], dict[str, str], bool]:
+    deps: dict[str, str] = {}
+    outs: dict[str, str] = {}
+    command = False
+    for entry in entries:
+        if isinstance(entry, dict):
+            deps.update(entry.get("changed deps", {}))
+            outs.update(entry.get("changed outs", {}))
+        elif entry in ("changed command", "changed checksum"):
+            command = True
+    return deps, outs, command
+
+
+def collect(root: Path = REPO) -> list[StageStatus]:
+    """Every stage's status, frozen ones included (their dependencies are read too, and reported, not rerun)."""
+    os.environ.setdefault("DVC_NO_ANALYTICS", "1")
+    from dvc.repo import Repo
+
+    found: list[StageStatus] = []
+    with Repo(str(root)) as repo, repo.lock:
+        stages = list(repo.index.stages)
+        graph = repo.index.graph
+        for stage in stages:
+            stage.frozen = False  # read a frozen stage's dependencies as well; nothing is run or written
+            entries = stage.status().get(stage.addressing, [])
+            deps, outs, command = _changes(entries)
+            meta = stage.meta or {}
+            found.append(StageStatus(stage.name, meta.get("kind", "computed"), deps, outs, command,
+                                     outs=len(stage.outs)))
+        by_name = {s.name: s for s in found}
+        for stage in stages:
+            ancestors = [a.name for a in _ancestors(graph, stage)]
+            by_name[stage.name].upstream = [a for a in ancestors if a in by_name and by_name[a].stale]
+    return found
+
+
+def _ancestors(graph, stage) -> list:
+    """Stages whose outputs ``stage`` reads (DVC's graph points from a stage to the stages it depends on)."""
+    import networkx as nx
+
+    return sorted(nx.descendants(graph, stage), key=lambda s: s.name)
+
+
+def describe(report: Report) -> list[str]:
+    """The check's lines, a reader's order: edited outputs first, then stale stages, then the current ones."""
+    lines = []
+    if not report.yaml_current:
+        lines.append("dvc.yaml does not match the notebooks' imports: run `make pipeline`, then commit dvc.yaml")
+    for s in report.stages:
+        for path, change in sorted(s.edited_outs.items()):
+            lines.append(f"EDITED  {path} ({change}): does not match dvc.lock (stage {s.name}); regenerate it with "
+                         f"`make reproduce`, or restore it with `git checkout -- {path}`")
+    for s in (s for s in report.stages if s.stale):
+        why = [f"{p} {c}" for p, c in sorted(s.changed_deps.items())]
+        why += ["its command changed"] * s.command_changed + [f"{u} reruns first" for u in s.upstream]
+        shown = "; ".join(why[:6]) + (f"; and {len(why) - 6} more" if len(why) > 6 else "")
+        note = f" [{KIND_NOTE[s.kind]}]" if s.kind in KIND_NOTE else ""
+        lines.append(f"STALE   {s.name}: its {s.outs} outputs predate {shown}{note}")
+    current = [s.name for s in report.stages if not s.stale and not s.edited_outs]
+    if current:
+        lines.append(f"current: {', '.join(current)}")
+    return lines
+
+
+def check(root: Path = REPO, verify_yaml: bool = True) -> Report:
+    """The check's findings; ``verify_yaml`` also compares ``dvc.yaml`` with what the notebooks' imports imply."""
+    report = Report(collect(root))
+    if verify_yaml:
+        from .pipeline import DVC_YAML, render, stages
+
+        report.yaml_current = (root / DVC_YAML).read_text() == render(stages(root))
+    return report
+
+
+def run(root: Path = REPO) -> int:
+    """Print the check and return its exit status (1: an output does not match the lock, or dvc.yaml is out of date)."""
+    report = check(root)
+    for line in describe(report):
+        print(line)
+    stale = sum(s.stale for s in report.stages)
+    print(f"{len(report.stages)} stages: {stale} stale, "
+          f"{sum(len(s.edited_outs) for s in report.stages)} outputs edited outside the pipeline"
+          + ("; rerun the stale ones with `make reproduce`" if stale else ""))
+    return 1 if report.failed else 0
