@@ -29,12 +29,28 @@ done
 echo "== user@1000.service: $(systemctl is-active user@1000.service); linger: $(loginctl show-user organiser -p Linger 2>&1)"
 
 mode_script=$CHECKOUT/scripts/vm/guest_mode.sh
-# (a) an unprivileged organiser logged in (runuser -l opens a PAM session as a login would)
-runuser -l organiser -c "cd '$CHECKOUT' && SUITES='$SUITES' bash '$mode_script' organiser-user-session"
-# (b) root in a delegated cgroup (a transient scope with Delegate=yes, as a unit with Delegate=yes gives)
-systemd-run --scope --quiet --unit=cachecraft-root-delegated -p Delegate=yes -- \
-  env -C "$CHECKOUT" SUITES="$SUITES" HOME=/root bash "$mode_script" root-delegated
+# the organiser writes its arena log to the out share (root's there); created here, owned by it
+for m in organiser-user-session root-delegated; do
+  : >"/mnt/out/arena-$m.log"; chown organiser: "/mnt/out/arena-$m.log" 2>/dev/null || chmod 666 "/mnt/out/arena-$m.log"
+done
+run_as_organiser() {  # a PAM login session (runuser -l), as ssh gives
+  runuser -l organiser -c "cd '$CHECKOUT' && SUITES='$SUITES' ARENA_TIMEOUT_S='$ARENA_TIMEOUT_S' bash '$mode_script' $*"
+}
+run_as_root_delegated() {  # a transient scope with Delegate=yes, as a unit with Delegate=yes gives
+  systemd-run --scope --quiet --unit="cachecraft-root-delegated-$RANDOM" -p Delegate=yes -- \
+    env -C "$CHECKOUT" SUITES="$SUITES" ARENA_TIMEOUT_S="$ARENA_TIMEOUT_S" HOME=/root bash "$mode_script" "$@"
+}
+# (a) an unprivileged organiser with a systemd user session; (b) root in a delegated cgroup
+run_as_organiser organiser-user-session
+run_as_root_delegated root-delegated
 # (c) root in a cgroup it was not given (this service's): what doctor says there
 echo "== plain root, no delegation: cachecraft doctor"
-(cd "$CHECKOUT" && .venv/bin/cachecraft doctor; echo "SUMMARY root-not-delegated: doctor says $(.venv/bin/cachecraft doctor --json | .venv/bin/python -c 'import json,sys; d=json.load(sys.stdin); print(d["level"], "(" + d["boundary"] + ")")')")
+(cd "$CHECKOUT" && .venv/bin/cachecraft doctor; echo "SUMMARY root-not-delegated: doctor: $(.venv/bin/cachecraft doctor --json | .venv/bin/python -c 'import json,sys; d=json.load(sys.stdin); print(d["level"], "(" + d["boundary"] + ")")')")
+# then `arena dev` in the modes that run it (slow under emulation: last, so that the suites always ran)
+for m in $ARENA_MODES; do
+  case $m in
+    organiser-user-session) run_as_organiser organiser-user-session arena ;;
+    root-delegated) run_as_root_delegated root-delegated arena ;;
+  esac
+done
 echo "== guest done in $(( $(date +%s) - started )) s"

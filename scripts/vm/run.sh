@@ -2,21 +2,23 @@
 # Boot the cgroup v2 test machine (build_image.sh's image) in qemu and run the sandbox's checks inside it, in
 # each mode an organiser has on a current systemd distribution (scripts/vm/guest_boot.sh): an unprivileged
 # user with a systemd user session, and root in a delegated cgroup. Prints one SUMMARY line per mode.
-#   scripts/vm/run.sh [--accel auto|kvm|tcg] [--suites "tests/a.py tests/b.py"] [--worktree] [--record]
+#   scripts/vm/run.sh [--accel auto|kvm|tcg] [--suites "tests/a.py ..."] [--arena-modes "MODE ..."] [--worktree]
+#                     [--record]
 # The guest runs the committed HEAD (`git archive`; --worktree: the working tree as it is), with the checkout's
 # .venv, its models and the .venv's interpreter shared read-only (9p); it works on a copy of the code in
 # memory, and its disk is a throw-away snapshot: nothing on the host changes but $OUT.
 # --record writes the run's output to docs/vm_runs/latest.md (date, commit, accelerator, the guest's log).
 # KVM is tried first where /dev/kvm opens; a guest that shows no sign of life within $CACHECRAFT_VM_KVM_BOOT_S
-# (default 60) is stopped and the run goes on under TCG (emulation: slower; see docs/cgroup2_vm.md).
+# (default 20) is stopped and the run goes on under TCG (emulation: slower; see docs/cgroup2_vm.md).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 CHECKOUT=$PWD
 DIR=${CACHECRAFT_VM_DIR:-/var/tmp/cachecraft-vm}
 LOCK=${CACHECRAFT_CPU_LOCK:-/tmp/cachecraft-cpu.lock}
-KVM_BOOT_S=${CACHECRAFT_VM_KVM_BOOT_S:-60}
+KVM_BOOT_S=${CACHECRAFT_VM_KVM_BOOT_S:-20}
 TIMEOUT_S=${CACHECRAFT_VM_TIMEOUT_S:-1500}
 ACCEL=auto RECORD=0 WORKTREE=0
+ARENA_MODES=organiser-user-session  # the modes that also run `arena dev` (--arena-modes; TCG: minutes each)
 SUITES="tests/test_sandbox_hostile.py tests/test_sandbox_boundary.py tests/test_sandbox_redteam.py
 tests/test_sandbox_cgroup2.py tests/test_sandbox_doctor.py tests/test_sandbox_bwrap.py tests/test_sandbox_protocol.py
 tests/test_sandbox_search.py tests/test_cgroup2_scope.py"
@@ -26,6 +28,7 @@ while [ $# -gt 0 ]; do
     --suites) SUITES=$2; shift 2 ;;
     --record) RECORD=1; shift ;;
     --worktree) WORKTREE=1; shift ;;
+    --arena-modes) ARENA_MODES=$2; shift 2 ;;
     *) echo "usage: $0 [--accel auto|kvm|tcg] [--suites 'FILES'] [--record]" >&2; exit 2 ;;
   esac
 done
@@ -50,6 +53,8 @@ cat >"$OUT/config.env" <<EOF
 CHECKOUT=$CHECKOUT
 PYTHON_PREFIX=$PYTHON_PREFIX
 SUITES="$(echo $SUITES)"
+ARENA_MODES="$ARENA_MODES"
+ARENA_TIMEOUT_S=${CACHECRAFT_VM_ARENA_TIMEOUT_S:-900}
 EOF
 echo "== out: $OUT (python $PYTHON, code: $REV)"
 
