@@ -42,23 +42,21 @@ from ..arena.scoring.claims import (  # noqa: F401 (Claim, claim_holds, claim_ve
 )
 from ..arena.scoring.plan_looks import payload
 from .mutator import STRUCTURAL_TAG
+from .plan_comparisons import (  # noqa: F401 (the plan's names: re-exported)
+    DEFAULT_COMPARATORS,
+    DEFAULT_CONTROLS,
+    FRC,
+    RANDOM_CONTROL,
+    SEED_CONTROL,
+    SELECTION_BEST,
+    MissingComparators,
+    check_comparisons,
+)
 
 PLAN_FILE = "plan.json"
 PREREGISTERED, EXPLORATORY = "preregistered", "exploratory"
 DEFAULT_AUTHOR = "cachecraft-search"  # who `arena search` registers and `submit-search` submits as
 CONTEXTS_FILE = "fitness_contexts.txt"  # the run's search-half context ids, one per line (board_search)
-
-
-FRC = "frc"
-SELECTION_BEST = "best baseline of the selection half"  # which one: read from the dev items' selection half only
-DEFAULT_COMPARATORS = (FRC, SELECTION_BEST)
-SEED_CONTROL = "seed program"  # the unsearched seed, scored on the same test items
-RANDOM_CONTROL = "random search at the search's budget"  # search.random_control, generations x population programs
-DEFAULT_CONTROLS = (SEED_CONTROL, RANDOM_CONTROL)
-
-
-class MissingComparators(ValueError):
-    """A plan that does not name what the search will be compared with: refused before anything is recorded."""
 
 
 class NotPreregistered(ValueError):
@@ -142,22 +140,6 @@ def make_plan(board: str, profile: str, seed_program: str, seed_source: str, gen
                 rule, int(round_), str(committed["commitment"]) if committed else None, notes, {}, author,
                 author_key(author), None if search_contexts is None else contexts_sha256(search_contexts),
                 code_digest(seed_source.encode()), shape_digest(seed_source.encode()), comparators, controls)
-
-
-def check_comparisons(comparators: Any, controls: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The plan's comparators and controls as tuples of names; ``MissingComparators`` when it names no comparator
-    (or names one twice), ``ValueError`` for a control this library does not run."""
-    names = tuple(str(c).strip() for c in (comparators or ()))
-    if not names or not all(names) or len(set(names)) != len(names):
-        raise MissingComparators(
-            f"a plan must name its comparators before the run (got {list(comparators or [])}): what every seed's "
-            f"program will be compared with on the test items, e.g. {list(DEFAULT_COMPARATORS)}; a comparison "
-            "chosen after the test numbers exist is no pre-registered evidence")
-    runs = tuple(str(c) for c in (controls or ()))
-    unknown = sorted(set(runs) - set(DEFAULT_CONTROLS))
-    if unknown:
-        raise ValueError(f"unknown control(s) {unknown}: the controls are {list(DEFAULT_CONTROLS)}")
-    return names, runs
 
 
 def contexts_sha256(context_ids: list[str]) -> str:

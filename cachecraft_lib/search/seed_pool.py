@@ -120,16 +120,16 @@ def missing_from_plan(plan: dict, methods: set[str], best_baseline: str | None =
     """What the recorded ``plan`` (a plan event's payload) promised to compare with, for every seed, and the test
     units in hand (``methods``: the per-unit file's names) lack: a comparator, the seed program or one seed's
     random-search pick. Empty when the results can answer the plan; a dropped control is named, never skipped."""
-    from . import preregister
+    from . import plan_comparisons as named
     from .random_control import control_name, seed_control_name
 
     seed, seeds = plan["seed_program"], plan["random_seeds"]
     wanted = {f"search-{seed}-{s}" for s in seeds}
     for c in plan.get("comparators") or []:
-        wanted.add(best_baseline if c == preregister.SELECTION_BEST else c)
-    if preregister.SEED_CONTROL in (plan.get("controls") or []):
+        wanted.add(best_baseline if c == named.SELECTION_BEST else c)
+    if named.SEED_CONTROL in (plan.get("controls") or []):
         wanted.add(seed_control_name(seed))
-    if preregister.RANDOM_CONTROL in (plan.get("controls") or []):
+    if named.RANDOM_CONTROL in (plan.get("controls") or []):
         wanted |= {control_name(seed, s) for s in seeds}
     missing = sorted(str(w) for w in wanted if w not in methods)
     if not plan.get("comparators"):
