@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -18,7 +17,7 @@ from cachecraft_lib.arena.scoring.ledger import Ledger
 from cachecraft_lib.search import dev_only, selection
 from cachecraft_lib.search.board_search import board_search
 from cachecraft_lib.search.board_seeds import board_searches
-from cachecraft_lib.search.runlog import load_run
+from cachecraft_lib.search.runlog import children_evaluations, load_run
 from cachecraft_lib.search.seeds import seed_path
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore")]
@@ -70,12 +69,13 @@ def item_loads(monkeypatch, tmp_path):
 
 
 def _cli(tmp_path):
+    from cachecraft_lib.cli import build_parser
     from cachecraft_lib.cli.arena_search import _cmd_search
 
-    return _cmd_search(SimpleNamespace(
-        board="A", profile="smoke", root=str(tmp_path / "arena"), seed_program="v1", seed_alias=None,
-        generations=1, population=2, random_seed=0, random_seeds=None, ray=None, linear_only=False, preregister=True,
-        round=1, split_seed=4902, select_top=2, notes=None, author="cachecraft-search", out=str(tmp_path / "run")))
+    return _cmd_search(build_parser().parse_args([
+        "arena", "search", "--board", "A", "--profile", "smoke", "--root", str(tmp_path / "arena"),
+        "--seed-program", "v1", "--iterations", "2", "--population", "2", "--random-seed", "0", "--preregister",
+        "--top", "2", "--out", str(tmp_path / "run")]))
 
 
 ENTRY_POINTS = {
@@ -116,21 +116,46 @@ def test_the_guard_refuses_the_test_split_and_puts_everything_back(monkeypatch, 
 
 
 def test_deterministic(fitness, tmp_path):
+    """The earlier engine (generational), kept as the benchmark's baseline: the same trace for a seed."""
     runs = [board_search("A", "v1", 2, 3, tmp_path / f"run{i}", "smoke", random_seed=5, fitness=fitness,
-                         progress=False) for i in (0, 1)]
+                         progress=False, engine="generational") for i in (0, 1)]
     traces = [(r / "evolution_trace.jsonl").read_text() for r in runs]
     assert traces[0] == traces[1] and len(traces[0].splitlines()) == 6
     assert (runs[0] / "best" / "best_program.py").read_text() == (runs[1] / "best" / "best_program.py").read_text()
-    other = board_search("A", "v1", 1, 3, tmp_path / "other", "smoke", random_seed=6, fitness=fitness, progress=False)
+    other = board_search("A", "v1", 1, 3, tmp_path / "other", "smoke", random_seed=6, fitness=fitness, progress=False,
+                         engine="generational")
     assert (other / "evolution_trace.jsonl").read_text() != "\n".join(traces[0].splitlines()[:3]) + "\n"
     run = load_run(runs[0])
     assert run.trace.child_id.is_unique and set(run.trace.generation) == {1, 2}
     gens = pd.read_csv(runs[0] / "generations.csv")
     assert list(gens.generation) == [0, 1, 2] and gens.best.is_monotonic_increasing
+    assert gens.evaluations.is_monotonic_increasing and gens.evaluations.iloc[-1] <= 7  # seed + 6 children at most
     best = json.loads((runs[0] / "best" / "best_program_info.json").read_text())
     assert best["fitness"] == pytest.approx(gens.best.iloc[-1])
     changes = [json.loads(line)["llm_response"] for line in traces[0].splitlines()]
     assert all(c.startswith("Proposed change: ") for c in changes)
+
+
+def test_the_default_engine_is_deterministic_and_spends_its_budget(fitness, tmp_path):
+    """The halving engine (the default): the same run folder for a seed, another for another seed; it stops after
+    the generation that reaches its budget of evaluations, and its best is a fully scored child."""
+    runs = [board_search("A", "v1", out_dir=tmp_path / f"run{i}", profile="smoke", random_seed=5, fitness=fitness,
+                         progress=False, iterations=5, population=6) for i in (0, 1)]
+    files = ("evolution_trace.jsonl", "generations.csv", "best/best_program.py", "run_info.txt")
+    assert all((runs[0] / f).read_text() == (runs[1] / f).read_text() for f in files)
+    other = board_search("A", "v1", out_dir=tmp_path / "other", profile="smoke", random_seed=6, fitness=fitness,
+                         progress=False, iterations=5, population=6)
+    assert (other / "evolution_trace.jsonl").read_text() != (runs[0] / "evolution_trace.jsonl").read_text()
+    gens = pd.read_csv(runs[0] / "generations.csv")
+    assert gens.evaluations.iloc[-2] < 5 <= gens.evaluations.iloc[-1] and gens.best.is_monotonic_increasing
+    assert "engine=halving" in (runs[0] / "run_info.txt").read_text()
+    trace = [json.loads(line) for line in (runs[0] / "evolution_trace.jsonl").read_text().splitlines()]
+    spent = 1 + sum(t["child_metrics"]["cost"] for t in trace)  # the seed's full evaluation, then every child's share
+    assert spent == pytest.approx(gens.evaluations.iloc[-1])
+    assert children_evaluations(runs[0]) == pytest.approx(spent - 1)  # a control's budget at the search's
+    best = json.loads((runs[0] / "best" / "best_program_info.json").read_text())
+    scored = {t["child_id"]: t["child_metrics"]["combined_score"] for t in trace}
+    assert best["fitness"] == pytest.approx(max([gens.best.iloc[0]] + [v for v in scored.values() if v is not None]))
 
 
 def test_the_dev_context_ids_follow_from_the_boards_settings(fitness):

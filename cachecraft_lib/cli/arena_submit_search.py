@@ -185,13 +185,15 @@ def _report_pool(arena: Any, board: str, names: dict[str, str | None]) -> None:
 
 def add_submit_search_verb(verb: Callable[[str, Callable, str], argparse.ArgumentParser]) -> argparse.ArgumentParser:
     """Add ``submit-search`` through ``cli.arena``'s ``verb(name, func, help)`` (it adds --profile and --root)."""
+    from .search_options import BOARD_HELP
+
     p = verb("submit-search", _cmd_submit_search, SUBMIT_SEARCH_HELP)
     p.add_argument("run", nargs="+", help="search run folder(s) (`cachecraft arena search`'s, or `cachecraft "
                                           "evolve`'s with best/best_program.py); several: one per random seed")
     p.add_argument("--exploratory", action="store_true",
                    help="submit a run whose plan was not recorded before it started; the label is recorded with "
                         "the entry and shown in its DESCRIPTION.md")
-    p.add_argument("--board", required=True, help="board name (A, B_online, B_offline)")
+    p.add_argument("--board", required=True, help=BOARD_HELP)
     p.add_argument("--name", help="the entry's name (default search-<seed>-<random seed>; with --top, -1, -2, ...)")
     p.add_argument("--top", type=int, default=1, metavar="K",
                    help="submit the run's K best distinct programs (best first), as many as the author's rate "

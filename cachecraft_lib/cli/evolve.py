@@ -12,17 +12,10 @@ import sys
 from pathlib import Path
 
 from ..profiles import PROFILES
+from .search_options import seed_program
 
 KEY_VAR = "OPENAI_API_KEY"
 NO_KEY = "ollama"  # sent when no key is set: Ollama and a local server accept any non-empty string
-
-
-def seed_program(args: argparse.Namespace) -> str:
-    """``--seed-program``, or the deprecated ``--seed`` (it reads as a random seed) with a warning."""
-    if args.seed_alias is not None:
-        print("warning: --seed is deprecated (it names the seed program); use --seed-program", file=sys.stderr)
-        return args.seed_alias
-    return args.seed_program
 
 
 def api_key(args: argparse.Namespace, env: dict[str, str] | None = None) -> str:
@@ -39,12 +32,15 @@ def _cmd_evolve(args: argparse.Namespace) -> int:
     from ..paths import DATA
     from ..profiles import get_profile
     from ..search.evolve import evolve
+    from .search_options import check_board
+    from .search_options import iterations as budget
 
     profile = get_profile(args.profile)
+    check_board("cachecraft evolve", args.board, args.profile)
     seed = seed_program(args)
     board = f"_board{args.board}" if args.board else ""
     out = Path(args.out) if args.out else DATA / "results" / "search" / f"{profile.name}_{seed}_{args.mutator}{board}"
-    iterations = args.iterations or profile.search_iterations
+    iterations = budget(args, 1, profile.search_iterations)
     print(f"cachecraft evolve: seed {seed}, {iterations} iterations, mutator {args.mutator} -> {out}")
     llm = {} if args.mutator == "offline" else {"ollama_model": args.llm_model, "api_base": args.api_base,
                                                 "api_key": api_key(args), "max_tokens": args.max_tokens}
@@ -56,7 +52,7 @@ def _cmd_evolve(args: argparse.Namespace) -> int:
     try:
         best = evolve(seed, iterations, out, profile, mutator=args.mutator, adversarial=args.adversarial,
                       ratio=args.ratio, random_seed=args.random_seed, resume=not args.fresh,
-                      **({"board": args.board, "arena_root": args.arena_root} if args.board else {}), **llm)
+                      **({"board": args.board, "arena_root": args.root} if args.board else {}), **llm)
     except RuntimeError as err:  # no candidate at all, every child failed, the fresh process failed: say why
         best, failure = None, err
     if best is not None:
@@ -81,42 +77,31 @@ def _report_llm_run(out: Path) -> None:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add ``evolve``."""
-    ev = sub.add_parser("evolve", help="run a CacheCraft search (OpenEvolve + cascade evaluator)",
+    """Add ``evolve``; the options both searches share come from ``search_options`` (``arena search`` takes the same)."""
+    from .search_options import DefaultsShown, add_search_options
+
+    ev = sub.add_parser("evolve", formatter_class=DefaultsShown, help="run a CacheCraft search (OpenEvolve + cascade evaluator)",
                         description="Evolve an eviction policy from a seed with OpenEvolve; candidates run isolated "
                                     "and are scored by the cascade evaluator. Resumes from the run's last checkpoint.")
-    ev.add_argument("--seed-program", default="v5",
-                    help="the program the search starts from: v1, chunkkv, v5, expected_attention, or a file")
-    ev.add_argument("--seed", dest="seed_alias", default=None, help="deprecated alias of --seed-program (warns)")
-    ev.add_argument("--iterations", type=int, help="iterations (default: the profile's)")
+    add_search_options(ev, seed_program="v5", random_seed_default=42, structural_default=False,
+                       iterations_help="iterations: OpenEvolve children, each scored by the cascade (default: the "
+                                       "profile's search_iterations)",
+                       root_help="the arena's folder with --board (default: data/results/arena/<profile>)",
+                       out_help="run folder (default: data/results/search/<profile>_<seed program>_<mutator>)")
     ev.add_argument("--mutator", default="offline", choices=["offline", "ollama", "openai"],
                     help="offline: deterministic code edits, not an LLM; ollama: local qwen3.5:35b-a3b-q4_K_M; "
-                         "openai: any OpenAI-compatible endpoint (--llm-model, --api-base, --api-key)")
-    ev.add_argument("--llm-model", default="qwen3.5:35b-a3b-q4_K_M", help="model name for ollama/openai")
-    ev.add_argument("--api-base", default="http://localhost:11434/v1", help="OpenAI-compatible base URL")
+                         "openai: any OpenAI-compatible endpoint (--llm-model, --api-base, --api-key) (default: %(default)s)")
+    ev.add_argument("--llm-model", default="qwen3.5:35b-a3b-q4_K_M", help="model name for ollama/openai (default: %(default)s)")
+    ev.add_argument("--api-base", default="http://localhost:11434/v1", help="OpenAI-compatible base URL (default: %(default)s)")
     ev.add_argument("--api-key", default=None,
                     help=f"API key; better: set {KEY_VAR} (read by default; a key given here warns). Without "
-                         f"either, '{NO_KEY}' is sent (Ollama and a local server accept any non-empty string)")
+                         f"either, '{NO_KEY}' is sent (Ollama and a local server accept any non-empty string) (default: none)")
     ev.add_argument("--max-tokens", type=int, default=8192,
-                    help="cap on each LLM answer (ollama/openai); e.g. 256 for a small model served on a CPU")
-    ev.add_argument("--adversarial", type=float, default=0.0, help="probability of proposing a reward hack (offline)")
-    ev.add_argument("--structural", action="store_true",
-                    help="offline mutator: also propose structural edits (product/max of two scorers, sinks, "
-                         "question window, chunk pooling, per-layer shape; docs/structural_operators.md); "
-                         "off by default, so a default run is the one notebook 05 shows")
+                    help="cap on each LLM answer (ollama/openai); e.g. 256 for a small model served on a CPU (default: %(default)s)")
+    ev.add_argument("--adversarial", type=float, default=0.0, help="probability of proposing a reward hack (offline) (default: %(default)s)")
     ev.add_argument("--profile", default="cpu", choices=sorted(PROFILES),
-                    help="scale: smoke (CI, seconds), cpu (default), gpu (the embedded model on CUDA), paper (the "
-                         "paper's models); its search_iterations are the default --iterations")
-    ev.add_argument("--ratio", type=float, default=0.83, help="compression ratio of the search (paper: 0.83)")
-    ev.add_argument("--random-seed", type=int, default=42,
-                    help="seed of OpenEvolve's sampling and the offline mutator (default 42; a run repeats exactly "
-                         "for it with the offline mutator)")
-    ev.add_argument("--fresh", action="store_true", help="do not resume from the last checkpoint")
-    ev.add_argument("--out", help="run folder (default data/results/search/<profile>_<seed program>_<mutator>)")
-    ev.add_argument("--board", choices=["A", "B_online", "B_offline"],
-                    help="fitness = this arena board's own score on its dev items (the code `arena dev` uses; "
-                         "candidates run as arena submissions: converted, sandboxed, applied by a KVPress press); "
-                         "cascade: static checks, the first dev context of each task as the gate, then all dev "
-                         "items. Without it the search scores its RULER slices as before")
-    ev.add_argument("--arena-root", help="the arena's results folder with --board (default: the profile's)")
+                    help="scale: smoke (CI, seconds), cpu, gpu (the embedded model on CUDA), paper (the "
+                         "paper's models); its search_iterations are the default --iterations (default: %(default)s)")
+    ev.add_argument("--ratio", type=float, default=0.83, help="compression ratio of the search (paper: 0.83) (default: %(default)s)")
+    ev.add_argument("--fresh", action="store_true", help="do not resume from the last checkpoint (default: off, resume)")
     ev.set_defaults(func=_cmd_evolve)

@@ -44,6 +44,7 @@ from .candidate_result import CandidateResult, candidate_name
 from .cascade import PAPER_GATE, PAPER_SEED_S1
 from .policy_batch import shares_features
 from .population import Candidate, PopulationRunner
+from .search_boards import search_boards, searchable
 from .static_checks import stage0
 
 
@@ -248,9 +249,9 @@ def load_board_fitness(board: str = "A", profile: str = "cpu", root: str | Path 
     gate items to set the gate (``seed_gate``) unless ``gate`` is given."""
     arena = arena or Arena(profile=profile, root=root, progress=False)
     spec = arena.board(board)
-    if spec.decode_time or spec.benchmark == "math500":
+    if not searchable(spec):
         raise ValueError(f"board {board} evicts while decoding or scores MATH-500; the search's board fitness "
-                         "covers the prefill boards (A, B_online, B_offline)")
+                         f"covers the prefill boards ({', '.join(search_boards(profile))})")
     items, base = arena.items(spec, "dev"), arena.dev_baselines(spec).copy()
     base.attrs["split"] = "dev"  # the dev baselines (the cached file does not say so)
     if contexts is not None:  # a part of the dev items (``selection.split_dev``): the search or selection half

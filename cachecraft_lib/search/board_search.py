@@ -1,16 +1,20 @@
-"""A generational search on a board's dev items, every generation evaluated in one batched pass.
+"""The board search on a board's dev items: two engines, one run folder format.
 
-Where ``cachecraft evolve`` runs OpenEvolve one child at a time, this loop keeps a small elite and asks the
-offline mutator (``mutator.propose``: linear-scorer edits and, with ``structural``, the structural operators of
-``operators``) for ``population`` children per generation, all scored together by ``BoardFitness.evaluate``
-(the board's ``arena dev`` score through the cascade: static checks, gate items, all dev items; one prefill per
-context kept across generations). Parents are drawn from the elite, best first with a seeded tournament.
-Deterministic for a seed: every draw comes from ``random.Random`` seeded by (seed, generation, slot).
+``engine="halving"`` (the default, ``halving_search``): islands of elites propose children by the offline
+mutator's edits (``mutator.propose``, structural operators included) and TPE-tuned weights (``constants_tpe``);
+each generation is screened by successive halving over the dev contexts (``halving``), so most children cost a few
+contexts and the survivors get exactly the cascade's full score; the budget is in evaluations, culled children
+counting their share. ``engine="generational"`` (the earlier loop, kept as the baseline ``benchmarks/bench_search.py``
+compares with): a small elite, ``population`` children per generation, every one scored in full by
+``BoardFitness.evaluate`` (static checks, gate items, all dev items; one prefill per context kept across
+generations). Both are deterministic for a seed: every draw comes from ``random.Random`` seeded by (seed,
+generation, slot), the TPE samplers by (seed, structure).
 
 It writes a run folder ``runlog.load_run`` and ``arena submit-search`` read: ``run_info.txt``,
 ``initial_program.py``, ``evolution_trace.jsonl`` (one line per child: parent, code, metrics, the mutator's
-stated change), ``generations.csv`` (best fitness and gate pass rate by generation), ``fitness_contexts.txt``
-(the dev contexts its fitness used: the search half when the run selects on the other), ``best/`` and, for a
+stated change; a child culled by halving has ``combined_score`` null and its ``partial_score``, ``rung`` and
+``cost``), ``generations.csv`` (best fitness and evaluations spent by generation), ``fitness_contexts.txt`` (the
+dev contexts its fitness used: the search half when the run selects on the other), ``best/`` and, for a
 pre-registered run, ``plan.json``; ``run_info.txt``'s ``started=`` is written before the first evaluation. It
 reads only the dev items: the test split needs the organiser's secret, which the search process never holds
 (``dev_only``: the guard is in place before its fitness loads anything and until the search returns).
@@ -69,22 +73,41 @@ def fitness_refused(fitness: Any, board: str, preregistered: bool) -> str:
     return ""
 
 
-def board_search(board: str, seed: str = "v1", generations: int = 5, population: int = 6, out_dir: str | Path = ".",
+ENGINES = ("halving", "generational")  # the default first; "generational": the earlier loop, kept as a baseline
+DEFAULT_ENGINE = ENGINES[0]
+POPULATION = {"halving": 12, "generational": 6}  # children per generation, by engine
+
+
+def board_search(board: str, seed: str = "v1", generations: int = 5, population: int | None = None, out_dir: str | Path = ".",
                  profile: str = "cpu", random_seed: int = 0, structural: bool = True,
-                 fitness: BoardFitness | None = None, progress: bool = True, plan_event: dict | None = None) -> Path:
+                 fitness: BoardFitness | None = None, progress: bool = True, plan_event: dict | None = None,
+                 engine: str = DEFAULT_ENGINE, iterations: int | None = None, islands: int | None = None) -> Path:
     """Run the search; returns the run folder (``out_dir``), whose ``best/best_program.py`` is the best found.
+    ``engine``: "halving" (``halving_search``: islands, TPE-tuned constants, successive halving) or
+    "generational" (the earlier loop: ``population`` children per generation, each scored in full);
+    ``iterations``: the budget in evaluations (default ``generations x population``, population 6 when not given:
+    the earlier loop's children, each one evaluation); the generational engine runs ``ceil(iterations /
+    population)`` generations; ``population``: children per generation (default ``POPULATION[engine]``);
+    ``islands``: the halving engine's islands (default 3).
     ``fitness``: built by ``dev_only.dev_fitness`` (the guard in place) unless given; ``plan_event``: the
     ledger's ``plan`` event of a pre-registered run (``preregister``), referenced from ``plan.json``; such a run
     takes only a fitness ``dev_fitness`` built (``guarded``), for ``board`` (``fitness_refused``). The dev-only
     guard is held for the whole search, every child's evaluation included (installed here when none is active,
     taken down at the end, on error too): a given fitness's evaluation runs behind it as well (red team 2)."""
+    if engine not in ENGINES:
+        raise ValueError(f"unknown engine {engine!r}; engines: {', '.join(ENGINES)}")
+    budget = iterations if iterations is not None else generations * (population or POPULATION["generational"])
+    population = population or POPULATION[engine]
+    if budget < 1 or population < 1:
+        raise ValueError(f"iterations and population must be at least 1, got {budget} and {population}")
     with dev_only():
-        return _search(board, seed, generations, population, Path(out_dir), profile, random_seed, structural, fitness,
-                       progress, plan_event)
+        return _search(board, seed, budget, population, Path(out_dir), profile, random_seed, structural, fitness,
+                       progress, plan_event, engine, islands)
 
 
-def _search(board: str, seed: str, generations: int, population: int, out: Path, profile: str, random_seed: int,
-            structural: bool, fitness: BoardFitness | None, progress: bool, plan_event: dict | None) -> Path:
+def _search(board: str, seed: str, budget: int, population: int, out: Path, profile: str, random_seed: int,
+            structural: bool, fitness: BoardFitness | None, progress: bool, plan_event: dict | None, engine: str,
+            islands: int | None) -> Path:
     """``board_search``'s body, run behind the guard."""
     seed_code = seed_path(seed).read_text()
     if fitness is None:
@@ -98,17 +121,55 @@ def _search(board: str, seed: str, generations: int, population: int, out: Path,
     if plan_event is not None:
         write_plan_ref(out, plan_event)
     contexts = fit.items.context_id.nunique()
+    generations = -(-budget // population)
+    settings = None
+    if engine == "halving":
+        from .halving_search import ISLANDS, EngineSettings
+
+        settings = EngineSettings(budget, population, islands or ISLANDS, structural=structural)
     (out / "run_info.txt").write_text(
         f"board={board}\nseed={seed}\nmutator={OFFLINE_NAME}{STRUCTURAL_TAG if structural else ''}\nfitness=board "
-        f"{board} dev items ({profile}), {contexts} contexts\ngate={fit.gate}\niterations={generations * population}\n"
-        f"generations={generations}\npopulation={population}\nrandom_seed={random_seed}\n"
+        f"{board} dev items ({profile}), {contexts} contexts\ngate={fit.gate}\niterations={budget}\n"
+        + f"generations={generations}\n" + (settings.describe() if settings else "engine=generational\n")
+        + f"population={population}\nrandom_seed={random_seed}\n"
         + (f"started={now()}\n" if plan_event is not None else ""))
     (out / "fitness_contexts.txt").write_text("".join(f"{c}\n" for c in dict.fromkeys(fit.items.context_id)))
+    if settings is not None:
+        from .halving_search import halving_search
+
+        run = halving_search(fit, seed_code, settings, random_seed, progress)
+        best = (run.best.fitness, run.best.child_id, run.best.code)
+        return write_run(out, run.trace, run.generations, best)
+    trace, gens, best = _generational(fit, seed_code, generations, population, random_seed, structural, progress)
+    return write_run(out, trace, gens, best)
+
+
+def write_run(out: Path, trace: list[dict], gens: list[dict], best: tuple[float, str, str]) -> Path:
+    """The run folder's results: the trace, ``generations.csv`` and ``best/``."""
+    (out / "evolution_trace.jsonl").write_text("".join(json.dumps(r) + "\n" for r in trace))
+    pd.DataFrame(gens).to_csv(out / "generations.csv", index=False)
+    best_fitness, best_id, best_code = best
+    (out / "best").mkdir(exist_ok=True)
+    (out / "best" / "best_program.py").write_text(best_code)
+    (out / "best" / "best_program_info.json").write_text(json.dumps({"id": best_id, "fitness": best_fitness}))
+    return out
+
+
+def _generational(fit: BoardFitness, seed_code: str, generations: int, population: int, random_seed: int,
+                  structural: bool, progress: bool) -> tuple[list[dict], list[dict], tuple[float, str, str]]:
+    """The generational engine: ``population`` children a generation, every one scored in full by the cascade.
+    ``evaluations`` (generations.csv) counts context runs over the contexts of a full evaluation, as the halving
+    engine does."""
+    runs0, n_ctx = fit.runner.context_runs, fit.items.context_id.nunique()
+
+    def spent() -> float:
+        return (fit.runner.context_runs - runs0) / n_ctx
+
     seed_result = fit.evaluate([seed_code])[0]
     seed_id = candidate_name(seed_code)
     elite = [(float(seed_result.fitness or 0.0), seed_id, seed_code)]
     trace, gens = [], [{"generation": 0, "best": elite[0][0], "gate_pass_rate": float(seed_result.passed_gate),
-                        "valid_rate": float(seed_result.valid), "children": 1}]
+                        "valid_rate": float(seed_result.valid), "children": 1, "evaluations": spent()}]
     for g in range(1, generations + 1):
         children = []
         for slot in range(population):
@@ -130,14 +191,9 @@ def _search(board: str, seed: str, generations: int, population: int, out: Path,
         valid = [r for r in results if r.valid]
         gens.append({"generation": g, "best": elite[0][0], "children": len(results),
                      "valid_rate": len(valid) / len(results),
-                     "gate_pass_rate": sum(r.passed_gate for r in valid) / len(valid) if valid else float("nan")})
+                     "gate_pass_rate": sum(r.passed_gate for r in valid) / len(valid) if valid else float("nan"),
+                     "evaluations": spent()})
         if progress:
             print(f"generation {g}/{generations}: best dev fitness {elite[0][0]:.4f}, gate pass rate "
                   f"{gens[-1]['gate_pass_rate']:.2f}", flush=True)
-    (out / "evolution_trace.jsonl").write_text("".join(json.dumps(r) + "\n" for r in trace))
-    pd.DataFrame(gens).to_csv(out / "generations.csv", index=False)
-    best_fitness, best_id, best_code = elite[0]
-    (out / "best").mkdir(exist_ok=True)
-    (out / "best" / "best_program.py").write_text(best_code)
-    (out / "best" / "best_program_info.json").write_text(json.dumps({"id": best_id, "fitness": best_fitness}))
-    return out
+    return trace, gens, elite[0]

@@ -27,15 +27,17 @@ def run_folder(out_dir: Path, board: str, seed: str, random_seed: int) -> Path:
     return out_dir / f"{board}_{seed}_{random_seed}"
 
 
-def board_searches(board: str, seed: str, random_seeds: list[int], generations: int, population: int,
+def board_searches(board: str, seed: str, random_seeds: list[int], generations: int, population: int | None,
                    out_dir: str | Path, profile: str = "cpu", root: str | Path | None = None, structural: bool = True,
                    ray: str | None = None, cpus_per_task: float = 1, max_retries: int = 1,
                    progress: bool = True, contexts: list[str] | None = None,
-                   plan_event: dict | None = None) -> pd.DataFrame:
+                   plan_event: dict | None = None, engine: str | None = None, iterations: int | None = None,
+                   islands: int | None = None) -> pd.DataFrame:
     """Run ``board_search`` once per random seed; ``ray``: None runs them here one after another, ``"local"`` on a
     local Ray cluster, an address on that cluster. Returns (and writes to ``out_dir/seeds.csv``) one row per seed:
     ``random_seed``, ``run`` (its folder), ``best`` (its best dev fitness) and ``error`` (a failed Ray task).
-    ``contexts``: the dev contexts of the fitness (the search half); ``plan_event``: the runs' recorded plan.
+    ``contexts``: the dev contexts of the fitness (the search half); ``plan_event``: the runs' recorded plan;
+    ``engine``, ``iterations``, ``islands``: as ``board_search`` takes them (its defaults when None).
     Every run, here or in a Ray worker, runs behind the dev-only guard (``dev_only``)."""
     from ..arena.arena import Arena
 
@@ -44,7 +46,9 @@ def board_searches(board: str, seed: str, random_seeds: list[int], generations: 
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     args = dict(board=board, seed=seed, generations=generations, population=population, profile=profile,
-                structural=structural, contexts=contexts, plan_event=plan_event)
+                structural=structural, contexts=contexts, plan_event=plan_event,
+                engine_args={k: v for k, v in dict(engine=engine, iterations=iterations, islands=islands).items()
+                             if v is not None})
     with dev_only():  # the secret unreachable here and in every process started from here (Ray's workers)
         arena = Arena(profile=profile, root=root, progress=False)
         arena.dev_baselines(arena.board(board))  # once, before the runs: every run (and worker) reads them
@@ -86,14 +90,16 @@ def _on_ray(out: Path, random_seeds: list[int], args: dict, ray: str, cpus_per_t
 
 def _search(board: str, seed: str, random_seed: int, generations: int, population: int, out: str, profile: str,
             root: str, structural: bool, fitness: Any = None, progress: bool = False,
-            contexts: list[str] | None = None, plan_event: dict | None = None) -> tuple[str, Any]:
+            contexts: list[str] | None = None, plan_event: dict | None = None,
+            engine_args: dict | None = None) -> tuple[str, Any]:
     """One run (the serial path and a Ray task's body); returns its folder and the ``BoardFitness`` it used."""
     from .seeds import seed_path
 
     install()  # a no-op when in place; a Ray worker's process gets it here, before its fitness loads anything
     fitness = fitness or dev_fitness(board, profile, root=root, seed_program=seed_path(seed), contexts=contexts)
     folder = board_search(board, seed, generations, population, out, profile, random_seed=random_seed,
-                          structural=structural, fitness=fitness, progress=progress, plan_event=plan_event)
+                          structural=structural, fitness=fitness, progress=progress, plan_event=plan_event,
+                          **(engine_args or {}))
     return str(folder), fitness
 
 

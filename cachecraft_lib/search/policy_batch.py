@@ -24,11 +24,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import torch
 from kvpress import BasePress
 from kvpress.utils import compute_n_kept
 
 from ..arena.board_runner import count_flops
 from ..arena.submissions.press import WINDOW, SubmissionKeepPress, key_positions, window_queries
+from ..arena.submissions.sandbox import validate_indices, validate_rewrite
 
 
 @functools.lru_cache(maxsize=1)
@@ -178,3 +180,15 @@ class KeptIndicesPress(SubmissionKeepPress):
 
     def _answers(self, module, hidden_states, keys, values, kwargs, budget: int) -> list[dict[str, np.ndarray]]:
         return [{"out": self.answers[int(getattr(module, "layer_idx", 0))]}]
+
+    def compress(self, module, hidden_states, keys, values, attentions, kwargs):
+        """``apply_keep`` for an answer without a ``Rewrite``: the same validation, sort and gather, without the
+        rewrite bounds (two passes over the layer's keys and values that a keep-only answer never reads)."""
+        if self.compression_ratio == 0:
+            return keys, values
+        budget = compute_n_kept(keys.shape[2], self.compression_ratio)
+        (answer,) = self._answers(module, hidden_states, keys, values, kwargs, budget)
+        validate_indices(answer["out"], keys.shape[1], keys.shape[2], budget)
+        idx, _ = validate_rewrite({}, answer["out"], (keys.shape[1], keys.shape[2], keys.shape[3]))
+        index = torch.from_numpy(idx[None]).to(keys.device)[..., None].expand(-1, -1, -1, keys.shape[-1])
+        return keys.gather(2, index).contiguous(), values.gather(2, index).contiguous()

@@ -110,6 +110,7 @@ class PopulationRunner(BoardRunner):
         self._start_errors: dict[str, Exception] = {}  # a candidate whose sandbox failed to start (raised at its use)
         self.failures: dict[str, str] = {}
         self.memo_hits = 0
+        self.context_runs = 0  # (candidate, context) selections attempted: the honest cost of what ran
 
     def run(self, items: pd.DataFrame, candidates: list[Candidate], progress: bool = False) -> pd.DataFrame:
         """One row per (candidate, budget, item), no ``no_press`` rows; failed candidates are in ``failures``
@@ -213,6 +214,7 @@ class PopulationRunner(BoardRunner):
         for c in candidates:
             if c.name in self.failures:
                 continue
+            self.context_runs += 1
             try:
                 kept = self.select(c, prep)
             except SubmissionError as err:  # refused here; the other candidates' rows are untouched

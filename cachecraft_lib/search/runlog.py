@@ -103,6 +103,18 @@ def load_run(folder: str | Path) -> Run:
     return Run(folder, info, trace, failures, seed_code)
 
 
+def children_evaluations(folder: str | Path) -> float:
+    """What a board search run's children cost, in evaluations (one: a program on every context of the fitness; a
+    child culled by successive halving counts its share): ``generations.csv``'s last ``evaluations`` less the seed's
+    (its generation 0); a run without that column counts one per child, as the generational engine's were. The
+    budget a control at the search's budget gets (``random_control``)."""
+    folder = Path(folder)
+    gens = pd.read_csv(folder / "generations.csv") if (folder / "generations.csv").exists() else pd.DataFrame()
+    if "evaluations" in gens and len(gens):
+        return float(gens.evaluations.iloc[-1] - gens.evaluations.iloc[0])
+    return float(len(load_run(folder).trace))
+
+
 def gate_pass_rate(trace: pd.DataFrame) -> float:
     """Share of valid children that passed the stage-1 gate."""
     valid = trace[trace.valid]
