@@ -61,8 +61,11 @@ boards:
     (("boards:", "boards: [\n"), "not valid YAML"),
     (("budgets: [0.5],", "budgets: [0.5], colour: red,"), r"unknown field\(s\) \['colour'\]; the fields a board may"),
     (("mode: relative", "mode: sideways"), r"limits.mode must be one of \('absolute', 'relative'\), got 'sideways'"),
-    (("{lengths: [1024]", "{lengths: 1024"), "lengths must be of type tuple, got 1024"),
-    (("dev: 1, test: 1", "dev: one, test: 1"), "items must be of type dict"),
+    (("{lengths: [1024]", "{lengths: 1024"), "lengths must be a list, got 1024"),
+    (("dev: 1, test: 1", "dev: one, test: 1"), "items.dev must be an integer, got 'one'"),
+    (("dev: 1, test: 1", "dev: true, test: 1"), "items.dev must be an integer, got True"),  # a bool is no count
+    (("accuracy: 0.8, efficiency", "accuracy: '0.8', efficiency"), "limits.accuracy must be a number, got '0.8'"),
+    (("budgets: [0.5]", "budgets: [0.5, [1]]"), r"budgets.1 must be a number, got \[1\]"),
 ])
 def test_bad_board_data_is_named(tmp_path, edit, message):
     path = _bad(tmp_path, GOOD.replace(*edit))

@@ -1,8 +1,9 @@
 """The arena's boards as data: one YAML file per profile (``arena/boards/<profile>.yaml``), checked on load.
 
-The check has two parts: dacite reads each board into the ``Board`` dataclass (a missing or unknown field, a
-wrong type, a value outside a ``Literal`` is named with the file, the board and what the field must be), then
-``_check`` says what types cannot (ranges, distinct budgets, the rules between fields).
+The check has two parts: the board's mapping against ``Board``'s JSON schema (``arena.schemas``: the one
+validator of the arena's structured input; a missing or unknown field, a wrong type, a value outside a
+``Literal`` is named with the file, the board and what the field must be), then ``_check`` says what types
+cannot (ranges, distinct budgets, the rules between fields).
 
 Why data: budgets, weights, limits and item counts are the rules of the game; they are read by the harness,
 the scorer, the README and the notebook from one place, and ``arena calibrate`` rewrites the budgets of the
@@ -27,11 +28,10 @@ full cache's).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-import dacite
 import yaml
 
 BOARDS_DIR = Path(__file__).parent
@@ -45,10 +45,6 @@ MEMORY_BASES, OPTIONAL_HOOKS = get_args(MemoryBasis), get_args(Hook)
 WEIGHT_KEYS = ("accuracy", "memory", "speed", "overhead")
 OPTIONAL_WEIGHTS = ("generated_length",)
 MIN_CAP = 16
-# dacite reads a YAML mapping into ``Board``: every field typed (an int where a float is due is widened), no
-# unknown field, Literal fields one of their values. YAML lists become tuples first (``_as_tuples``).
-_DACITE = dacite.Config(strict=True,
-                        type_hooks={float: lambda v: float(v) if isinstance(v, int) and not isinstance(v, bool) else v})
 
 
 class BoardError(ValueError):
@@ -166,45 +162,37 @@ def _board(path: Path, data: dict, defaults: dict, name: str, spec: Any) -> Boar
     file_fields = {"name": name, "profile": str(data.get("profile", path.stem)), "rules_version":
                    data.get("rules_version", 1), "label": str(data.get("label", ""))}
     merged = {k: v for k, v in {**defaults, **spec}.items() if v is not None}  # null: the field's default
-    try:
-        board = dacite.from_dict(Board, _as_tuples({**merged, **file_fields}), config=_DACITE)
-    except dacite.DaciteError as err:
-        raise BoardError(f"{where}: {_dacite_text(err, merged)}") from None
+    from .. import schemas
+
+    values = {**merged, **file_fields}
+    err = schemas.first_error(board_schema(), values)
+    if err is not None:
+        raise BoardError(f"{where}: {_schema_text(err)}")
+    board = schemas.build(Board, values)  # lists as tuples, an int where a float is due widened
     _check(where, board)
     weights = dict(board.weights)
     weights.setdefault("generated_length", 0.0)  # after the others, as the rules events have always listed it
     return replace(board, weights=weights)
 
 
-def _as_tuples(data: dict) -> dict:
-    """YAML lists as tuples where ``Board`` has a tuple (anything else is left for dacite to refuse)."""
-    tuples = {f.name for f in fields(Board) if str(f.type).startswith("tuple")}
-    return {k: tuple(v) if k in tuples and isinstance(v, list) else v for k, v in data.items()}
+def board_schema() -> dict[str, Any]:
+    """A board's JSON schema, from ``Board``'s fields (``schemas.schema_of``)."""
+    from .. import schemas
+
+    return schemas.schema_of(Board)
 
 
-def _dacite_text(err: dacite.DaciteError, data: dict) -> str:
-    """What dacite found, said as a fix: the field, what it must be, what the file has."""
-    if isinstance(err, dacite.MissingValueError):
-        return f"missing field {err.field_path!r}"
-    if isinstance(err, dacite.UnexpectedDataError):
+def _schema_text(err: Any) -> str:
+    """What the schema check found, said as a fix: the field, what it must be, what the file has."""
+    from .. import schemas
+
+    if err.validator == "required":
+        return f"missing field {err.message.split(chr(39))[1]!r}"
+    if err.validator == "additionalProperties" and not err.absolute_path:
         known = sorted(f for f in Board.__dataclass_fields__ if f not in ("name", "profile", "rules_version", "label"))
-        return f"unknown field(s) {sorted(err.keys)}; the fields a board may have: {known}"
-    if isinstance(err, dacite.WrongTypeError):
-        path = err.field_path or ""
-        value: Any = data
-        for part in path.split("."):
-            value = value.get(part) if isinstance(value, dict) else value
-        choices = _choices(path)
-        must = f"one of {choices}" if choices else f"of type {getattr(err.field_type, '__name__', err.field_type)}"
-        return f"{path} must be {must}, got {value!r}"
-    return str(err)
-
-
-def _choices(path: str) -> tuple[str, ...]:
-    """The allowed values of a Literal field (``limits.mode``, ``setting``, ``hooks_allowed``...), else ()."""
-    hint = {"setting": Setting, "benchmark": Benchmark, "memory_basis": MemoryBasis, "limits.mode": LimitMode,
-            "hooks_allowed": Hook}.get(path)
-    return get_args(hint) if hint else ()
+        extra = sorted(set(err.instance) - set(Board.__dataclass_fields__))
+        return f"unknown field(s) {extra}; the fields a board may have: {known}"
+    return f"{schemas.path_of(err) or 'the board'} must be {schemas.expected(err.schema)}, got {err.instance!r}"
 
 
 def _check(where: str, board: Board) -> None:

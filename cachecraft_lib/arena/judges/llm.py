@@ -27,9 +27,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import jsonschema
 import openai
 
+from ..schemas import validator
 from . import prompt
 from .bundle import Bundle
 from .review import FLAGS, RANGES, Review, ReviewError
@@ -37,12 +37,8 @@ from .review import FLAGS, RANGES, Review, ReviewError
 KEY_VAR = "OPENAI_API_KEY"
 OLD_KEY_VAR = "CACHECRAFT_JUDGE_API_KEY"  # read (with a warning) only when OPENAI_API_KEY is unset
 RETRIES = 2  # the openai client's own retries (with backoff) of a dropped connection, a 429 or a 5xx
-# prompt.SCHEMA's validator; a JSON integer is an int (jsonschema's default also takes 3.0, which is no score)
-_VALIDATOR = jsonschema.validators.extend(
-    jsonschema.Draft202012Validator,
-    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
-        "integer", lambda _, value: isinstance(value, int) and not isinstance(value, bool)),
-)(prompt.SCHEMA)
+# prompt.SCHEMA's validator, the arena's one (``schemas``): a JSON integer is an int, never 3.0 or true
+_VALIDATOR = validator(prompt.SCHEMA)
 KNOWN_FAMILIES = ("gpt", "claude", "gemini", "llama", "qwen", "mistral", "deepseek", "grok", "phi", "gemma")
 Transport = Callable[[str, dict[str, Any]], dict[str, Any]]  # (model, request body) -> chat completion JSON
 

@@ -34,14 +34,18 @@ NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 BOARD_RE = re.compile(r"^[A-Za-z0-9_]{1,32}$")
 # Characters an author may not hold: controls, bidi embeddings, overrides and isolates (they reorder what follows)
 BIDI_OR_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-ORIGIN_KEYS = {"kind": str, "run_id": str, "seed": str, "random_seed": int, "iterations": int, "mutator": str,
-               "child_id": str, "rank": int, "registration": str, "plan": str, "plan_hash": str,
-               "shortlist_sha256": str, "selection_units_sha256": str}
+STRING = {"type": "string"}
+# An origin's JSON schema (``arena.schemas``, the arena's one validator): each known key and what it holds.
 # child_id, rank: which of the run's best programs (`--top K`); registration ("preregistered" or "exploratory"),
 # plan (the plan's hash, 16 hex digits, for reading) and plan_hash (all 64, what claims match): the run's
 # pre-registration (search/preregister.py); shortlist_sha256, selection_units_sha256: the run's selection files as
-# its selected.json records them, so the ledger holds what verify_claim compares with the run folder
-BOUNDED = {"random_seed": 2 ** 31}  # 0 <= random_seed < 2**31, else dropped (a huge one crashed the site)
+# its selected.json records them, so the ledger holds what verify_claim compares with the run folder;
+# random_seed: 0 <= s < 2**31 (a huge one crashed the site)
+ORIGIN_SCHEMA = {"type": "object", "properties": {
+    **{k: STRING for k in ("kind", "run_id", "seed", "mutator", "child_id", "registration", "plan", "plan_hash",
+                           "shortlist_sha256", "selection_units_sha256")},
+    "random_seed": {"type": "integer", "minimum": 0, "exclusiveMaximum": 2 ** 31},
+    "iterations": {"type": "integer"}, "rank": {"type": "integer"}}}
 
 
 def _refuse(message: str) -> SubmissionError:
@@ -173,12 +177,15 @@ def metadata_author(folder: str | Path) -> str:
 def metadata_origin(folder: str | Path) -> dict | None:
     """Where the entry came from, if ``metadata.yaml`` says (``origin:`` with ``kind: search``, ``run_id``,
     ``seed``, ``random_seed``, ``iterations``, ``mutator``, and with ``--top`` ``child_id`` and ``rank``; written by
-    ``cachecraft arena submit-search``): the ledger records it beside the entry. Read leniently: unknown keys,
-    values of the wrong type and a random_seed outside 0 <= s < 2**31 are dropped."""
+    ``cachecraft arena submit-search``): the ledger records it beside the entry. Read leniently against
+    ``ORIGIN_SCHEMA``, key by key: unknown keys, values of the wrong type (a bool is no integer) and a random_seed
+    outside 0 <= s < 2**31 are dropped."""
     origin = _lenient(folder).get("origin")
     if not isinstance(origin, dict):
         return None
-    kept = {k: (origin[k][:200] if kind is str else origin[k]) for k, kind in ORIGIN_KEYS.items()
-            if isinstance(origin.get(k), kind) and not isinstance(origin.get(k), bool)
-            and (k not in BOUNDED or 0 <= origin[k] < BOUNDED[k])}
+    from ..schemas import validator
+
+    checks = {k: validator(spec) for k, spec in ORIGIN_SCHEMA["properties"].items()}
+    kept = {k: v[:200] if isinstance(v, str) else v for k, v in origin.items()
+            if k in checks and checks[k].is_valid(v)}
     return kept or None
