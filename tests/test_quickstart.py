@@ -42,14 +42,18 @@ def _blocks(language: str, section: str = "") -> list[str]:
 
 @pytest.mark.slow
 def test_the_readme_python_blocks_run_as_written(capsys):
-    """Every Python block of the README, in order in one namespace, as a newcomer pastes them; the claims the
-    README makes about their output hold (the stand-in finds the needle at r = 0.5)."""
+    """Every Python block of the README, in order in one namespace, as a newcomer pastes them; the first prints
+    exactly the README's expected output, and the claims the README makes about it hold (the stand-in finds the
+    needle at r = 0.5)."""
     blocks = _blocks("python")
     assert len(blocks) >= 2, "the README's quick start has lost its Python blocks"
     namespace: dict = {"__name__": "__readme__"}
+    printed = []
     for i, block in enumerate(blocks):
         exec(compile(block, f"README.md python block {i + 1}", "exec"), namespace)  # noqa: S102 (our README)
-    out = capsys.readouterr().out
+        printed.append(capsys.readouterr().out)
+    assert printed[0].strip() == _blocks("text")[0].strip(), "the README's expected output is not what it prints"
+    out = "".join(printed)
     needle = namespace["sample"].answer[0]
     half = next(line for line in out.splitlines() if line.startswith("r = 0.5:"))
     answer = half.removeprefix("r = 0.5:").rsplit(", expected", 1)[0]  # the line also prints the needle
