@@ -106,3 +106,16 @@ def test_a_round_hides_its_secret_and_a_round_recorded_meanwhile_must_match(tmp_
     with pytest.raises(splits.SecretMismatch, match="meanwhile"):
         rounds.recorded(arena.ledger, opened, "smoke")
     assert isinstance(arena.open_round(opened), Round) and arena.open_round(opened) is opened
+
+
+def test_arena_baselines_checks_the_secret_once_for_every_board(counted, tmp_path, monkeypatch, capsys):
+    """`cachecraft arena baselines` over all four smoke boards: the secret read (one strength check) and the
+    round opened once (one more), not once per board."""
+    from cachecraft_lib.cli import main
+
+    _, calls = counted
+    monkeypatch.setenv("CACHECRAFT_ARENA_SECRET", SECRET.decode())
+    root = tmp_path / "cli"
+    assert main(["arena", "baselines", "--profile", "smoke", "--root", str(root)]) == 0
+    assert calls["strength"] == 2 and set(calls["test_items"]) == {"Round"} and len(calls["test_items"]) == 4
+    assert capsys.readouterr().out.count("board ") == 4

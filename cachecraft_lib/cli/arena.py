@@ -143,12 +143,12 @@ def _secret(args: argparse.Namespace):
 def _cmd_baselines(args: argparse.Namespace) -> int:
     arena = _arena(args)
     boards = [args.board] if args.board else list(arena.boards)
-    secret = _secret(args)
+    rnd = arena.open_round(_secret(args), args.round)  # the secret checked once for every board
     if args.ray is not None:
         from ..arena.ray_eval import ray_baselines
 
         with arena:
-            results = ray_baselines(arena, boards, secret, args.round)
+            results = ray_baselines(arena, boards, rnd)
         for name, (scores, failed) in results.items():
             print(f"board {name}: " + ("already recorded" if scores.empty else f"\n{scores.round(3).to_string()}"))
             for baseline, reason in failed.items():
@@ -156,7 +156,7 @@ def _cmd_baselines(args: argparse.Namespace) -> int:
                       "and run the same command)", file=sys.stderr)
         return 1 if any(failed for _, failed in results.values()) else 0
     for name in boards:
-        scores = arena.record_baselines(name, secret, args.round)
+        scores = arena.record_baselines(name, rnd)
         print(f"board {name}: " + ("already recorded" if scores.empty else f"\n{scores.round(3).to_string()}"))
     return 0
 
