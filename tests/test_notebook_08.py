@@ -96,7 +96,7 @@ def check_controls(r: dict, figures, table: pd.DataFrame, bar: str) -> None:
 
     assert r["plan_comparators"] == ["frc", "best baseline of the selection half"]
     assert r["plan_controls"] == ["seed program", "random search at the search's budget"]
-    assert r["budgets"] == {"0": 2, "1": 2}  # generations x population, the search's children
+    assert set(r["budgets"]) == {"0", "1"} and min(r["budgets"].values()) >= 1  # the search's full evaluations
     for s in ("0", "1"):
         control = r["controls"][s]
         assert control["trace"] == r["budgets"][s] and len(control["parents"]) == 1  # the seed alone: no selection
@@ -115,9 +115,10 @@ def check_controls(r: dict, figures, table: pd.DataFrame, bar: str) -> None:
         found = _recipe(_as_figures(figures), comparator)
         assert found == pytest.approx((run["gain"], run["lo"], run["hi"]), abs=1e-9)
     seeds = pd.read_csv(figures / "table_search_arena_seeds.csv")
-    assert list(seeds.random_seed) == [0, 1] and (seeds.budget == 2).all()
+    assert list(seeds.random_seed) == [0, 1] and list(seeds.budget) == [r["budgets"]["0"], r["budgets"]["1"]]
     by_evals = pd.read_csv(figures / "table_search_arena_controls_dev.csv").set_index("evaluations")
-    assert list(by_evals.index) == [0, 2] and set(by_evals.columns) == {
+    assert by_evals.index[0] == 0 and by_evals.index[-1] >= max(r["budgets"].values()) - 0.5
+    assert set(by_evals.columns) == {
         f"{engine}, seed {s}" for engine in ("search", "random search") for s in (0, 1)}
 
 

@@ -108,3 +108,15 @@ def test_a_dropped_control_or_comparator_is_named():
     assert missing_from_plan(plan, full - {"snapkv"}, "snapkv") == ["snapkv"]  # the selection half's best baseline
     assert missing_from_plan(plan, full - {"search-v1-2"}, "snapkv") == ["search-v1-2"]
     assert missing_from_plan({**plan, "comparators": []}, full, "snapkv") == ["the plan names no comparator"]
+
+
+def test_the_budget_is_the_searchs_full_evaluations(tmp_path):
+    """A search that culls children early (successive halving) spent fewer full evaluations than it proposed
+    children: the control gets the evaluations (generations.csv), else one per child of the trace."""
+    run = _control(tmp_path, _Fitness("a"), budget=7)
+    assert random_control.search_budget(run) == 7  # the control's own run: its evaluations column
+    pd.DataFrame({"generation": [0, 1, 2], "evaluations": [1.0, 3.5, 7.25], "best": [0.1, 0.2, 0.3]}).to_csv(
+        run / "generations.csv", index=False)
+    assert random_control.search_budget(run) == 6  # 6.25 children's evaluations, to the nearest program
+    (run / "generations.csv").unlink()
+    assert random_control.search_budget(run) == 7  # no evaluations column: one per child

@@ -8,8 +8,9 @@ score consulted between edits or between programs; it evaluates them on the same
 fitness it is given: the search half), and writes a run folder in the search's format, so the same selection rule
 (``selection.select``: the best on the selection half among the top K by search-half fitness) picks its submission.
 
-Budget: ``budget`` programs proposed and scored in full, like the ``generations x population`` children of
-``board_search``; ``search_budget`` reads that count from a finished search run. ``max_edits`` defaults to the
+Budget: ``budget`` programs scored in full, the search's cost in full evaluations (``search_budget`` reads it from
+a finished search run: ``generations x population`` children for the generational engine, fewer full evaluations
+than children for successive halving, whose culled children count their share). ``max_edits`` defaults to the
 search's generations (a child of generation g is at most g edits from the seed), so both reach the same depth.
 Deterministic for a random seed; the draws depend only on (random seed, program index, edit index).
 """
@@ -80,9 +81,16 @@ def sample_programs(seed_code: str, budget: int, random_seed: int, max_edits: in
 
 
 def search_budget(run_folder: str | Path) -> int:
-    """The number of children a finished search run proposed and scored (its trace's rows): the control's budget."""
+    """What a finished search run's children cost, in full evaluations (a program on every context of the
+    fitness), rounded to the nearest whole program: the control's budget. From ``generations.csv``'s
+    ``evaluations`` (the last row less the first, the seed's) when the run writes it (a child culled early by
+    successive halving counts its share), else one per child of its trace (the generational engine's)."""
     from .runlog import load_run
 
+    gens_file = Path(run_folder) / "generations.csv"
+    gens = pd.read_csv(gens_file) if gens_file.is_file() else pd.DataFrame()
+    if "evaluations" in gens and len(gens):
+        return max(1, round(float(gens.evaluations.iloc[-1] - gens.evaluations.iloc[0])))
     return len(load_run(run_folder).trace)
 
 
