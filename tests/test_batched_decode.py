@@ -49,7 +49,8 @@ def test_a_batch_mixes_cache_lengths_per_row_and_per_layer(tiny_model, tiny_rows
     rows = [_row(model, shared, m, r, q, 16) for m, r in specs]
     lengths = [[k.shape[2] for k in r.keys] for r in rows]
     assert len({tuple(x) for x in lengths}) >= 4  # rows of different cache lengths (AdaKV keeps all, masked)
-    assert len(set(lengths[4])) > 1  # FRC 0.88: the short last chunk is kept in some layers only
+    frc_masked = [m is not None for m in rows[4].masked]  # FRC 0.88: the short last chunk is kept in some layers
+    assert any(frc_masked) and not all(frc_masked)  # only: their spare slots are masked, as AdaKV masks
     assert any(m is not None for m in rows[3].masked)  # AdaKV: head-wise masks
     alone = [decode_rows(model, tok, [r])[0] for r in rows]
     assert decode_rows(model, tok, rows) == alone
