@@ -96,6 +96,8 @@ def check_controls(r: dict, figures, table: pd.DataFrame, bar: str) -> None:
 
     assert r["plan_comparators"] == ["frc", "best baseline of the selection half"]
     assert r["plan_controls"] == ["seed program", "random search at the search's budget"]
+    plan = json.loads((figures / "samples" / "08_search_arena_ledger.jsonl").read_text().splitlines()[0])["payload"]
+    assert "at least 4 of 5 seeds are non-inferior to FRC" in plan["notes"]  # the criteria, before the run
     assert set(r["budgets"]) == {"0", "1"} and min(r["budgets"].values()) >= 1  # the search's full evaluations
     for s in ("0", "1"):
         control = r["controls"][s]
