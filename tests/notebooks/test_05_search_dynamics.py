@@ -19,7 +19,8 @@ def _smoke_run(folder, iterations: int = 8) -> SmokeRun:
     undefined (measured, 2026-12-05). The gate is set to the seed's own S1 (52.5): at the paper's scaling (45/91.2 of
 it, 25.9) every valid child of 8 smoke iterations passes, so a disabled gate would pass the test too."""
     return SmokeRun(folder, {"RUN": str(folder / "run"), "ADVERSARIAL": 0.25, "ITERATIONS": iterations,
-                             "RATIO": 0.65, "STAGE_SAMPLES": [2, 1], "STRUCTURAL": True, "GATE": SEED_S1})
+                             "RATIO": 0.65, "STAGE_SAMPLES": [2, 1], "STRUCTURAL": True, "GATE": SEED_S1,
+                             "ARENA_ROOT": str(folder.parent / "arena")})  # both runs share the dev baselines
 
 
 SEED_S1 = 52.5  # V5's S1 on the smoke slice at r = 0.65 (the gate at the paper's scaling is 45/91.2 of it: 25.9)
@@ -67,3 +68,9 @@ def test_notebook_05_regenerates_identical_logs_and_tables(tmp_path, monkeypatch
     assert a["spearman_ci"] == pytest.approx([0.745356, 1.0], rel=1e-5)  # bootstrap over the 5 programs
     assert a["programs"] == [5, 2, 1]
     assert (tmp_path / "a" / "f" / "samples" / "05_search_dynamics.csv.gz").exists()
+    # the board search beside random search at the same budget (board A's search half): both curves, the paired
+    # difference of their bests with its interval, the same in both runs (compared above through the records)
+    assert (tmp_path / "a" / "f" / "fig_search_vs_random.png").exists()
+    assert a["board_budget"] == 6 and 6 <= a["board_search_evaluations"] < 6 + 3
+    point, lo, hi = a["search_minus_random"]
+    assert lo <= point <= hi and point == pytest.approx(a["board_search_best"] - a["random_search_best"], abs=1e-9)
