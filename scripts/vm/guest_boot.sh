@@ -19,6 +19,21 @@ mkdir -p "$CHECKOUT/.venv" "$CHECKOUT/data/models"
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=524288,ro,cache=loose venv "$CHECKOUT/.venv"
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=524288,ro,cache=loose models "$CHECKOUT/data/models"
 chown -R organiser: "$CHECKOUT" 2>/dev/null
+# The interpreter's prefix, writable in the guest only (an overlay on the read-only share; the host's is
+# writable too): a root harness's stage (sandbox/bwrap.py, _stage_and_drop) opens each file it binds over with
+# O_CREAT|O_WRONLY, which fails with EROFS on a read-only prefix (measured here at 6616c6a: "Read-only file
+# system: .../_sysconfigdata__linux_x86_64-linux-gnu.py"). PYTHON_PREFIX_RO=1 keeps it read-only.
+if [ "${PYTHON_PREFIX_RO:-0}" != 1 ]; then
+  mkdir -p /mnt/python /run/python-overlay/upper /run/python-overlay/work
+  umount "$PYTHON_PREFIX"
+  mount -t 9p -o trans=virtio,version=9p2000.L,msize=524288,ro,cache=loose python /mnt/python
+  if mount -t overlay -o lowerdir=/mnt/python,upperdir=/run/python-overlay/upper,workdir=/run/python-overlay/work \
+       cachecraft-python "$PYTHON_PREFIX"; then
+    echo "== the interpreter's prefix: an overlay, writable in the guest"
+  else
+    mount --bind /mnt/python "$PYTHON_PREFIX"; echo "== the interpreter's prefix: read-only (no overlay)"
+  fi
+fi
 echo "== checkout copied in $(( $(date +%s) - started )) s; python: $("$CHECKOUT/.venv/bin/python" -V 2>&1)"
 
 # the organiser's user manager (lingering: started at boot); wait until its bus answers
@@ -28,6 +43,11 @@ for _ in $(seq 120); do
 done
 echo "== user@1000.service: $(systemctl is-active user@1000.service); linger: $(loginctl show-user organiser -p Linger 2>&1)"
 
+if [ -n "${COMMAND:-}" ]; then  # run.sh --command: that alone
+  (cd "$CHECKOUT" && bash -c "$COMMAND"); rc=$?
+  echo "== guest done in $(( $(date +%s) - started )) s (--command exited $rc)"
+  exit 0
+fi
 mode_script=$CHECKOUT/scripts/vm/guest_mode.sh
 # the organiser writes its arena log to the out share (root's there); created here, owned by it
 for m in organiser-user-session root-delegated; do
