@@ -83,11 +83,11 @@ def _cmd(stem: str, parameters: dict[str, str]) -> str:
     return f"python -m cachecraft_lib.cli reproduce --profile {PROFILE} --only {stem}{sets}"
 
 
-def notebook_stages(notebook: Path, tracked: set[str]) -> list[Stage]:
+def notebook_stages(notebook: Path, tracked: set[str], root: Path = REPO) -> list[Stage]:
     """The stage(s) of one notebook: one, or one per board whose files are committed (notebook 08)."""
-    rel = notebook.relative_to(REPO).as_posix()
-    modules = notebook_modules(notebook)
-    deps = {rel} | module_files(modules) | _expand(data_files(modules, tracked=tracked), tracked)
+    rel = notebook.relative_to(root).as_posix()
+    modules = notebook_modules(notebook, root)
+    deps = {rel} | module_files(modules, root) | _expand(data_files(modules, root, tracked), tracked)
     deps |= set(READS.get(notebook.stem, ()))
     outs = notebook_outputs(notebook, tracked)
     kind, why = ("measurement", MEASUREMENTS[notebook.stem]) if notebook.stem in MEASUREMENTS else ("computed", "")
@@ -96,7 +96,7 @@ def notebook_stages(notebook: Path, tracked: set[str]) -> list[Stage]:
     if notebook.stem not in BOARD_PARAMETER:
         return [Stage(notebook.stem, rel, _cmd(notebook.stem, {}), sorted(deps), outs, kind, why, kind == "round")]
     parameter, default = BOARD_PARAMETER[notebook.stem]
-    boards = [b for b in board_names() if b != default and any(_board_of(o, [b]) for o in outs)]
+    boards = [b for b in board_names(root=root) if b != default and any(_board_of(o, [b]) for o in outs)]
     stages = []
     for board in [default, *boards]:
         mine = [o for o in outs if _board_of(o, boards) == (None if board == default else board)]
@@ -109,7 +109,8 @@ def notebook_stages(notebook: Path, tracked: set[str]) -> list[Stage]:
 def stages(root: Path = REPO) -> list[Stage]:
     """Every stage, in the notebooks' order."""
     tracked = tracked_files(root)
-    return [s for nb in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")) for s in notebook_stages(nb, tracked)]
+    notebooks = sorted((root / NOTEBOOKS.relative_to(REPO)).glob("[0-9][0-9]_*.ipynb"))
+    return [s for nb in notebooks for s in notebook_stages(nb, tracked, root)]
 
 
 def render(all_stages: list[Stage]) -> str:
