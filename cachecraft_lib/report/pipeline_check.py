@@ -66,6 +66,7 @@ def collect(root: Path = REPO) -> list[StageStatus]:
     from dvc.repo import Repo
 
     found: list[StageStatus] = []
+    locked = _locked_deps(root)
     with Repo(str(root)) as repo, repo.lock:
         stages = list(repo.index.stages)
         graph = repo.index.graph
@@ -73,6 +74,7 @@ def collect(root: Path = REPO) -> list[StageStatus]:
             stage.frozen = False  # read a frozen stage's dependencies as well; nothing is run or written
             entries = stage.status().get(stage.addressing, [])
             deps, outs, command = _changes(entries)
+            deps = {p: c if p in locked.get(stage.name, ()) else "newly reached" for p, c in deps.items()}
             meta = stage.meta or {}
             found.append(StageStatus(stage.name, meta.get("kind", "computed"), deps, outs, command,
                                      outs=len(stage.outs)))
@@ -81,6 +83,16 @@ def collect(root: Path = REPO) -> list[StageStatus]:
             ancestors = [a.name for a in _ancestors(graph, stage)]
             by_name[stage.name].upstream = [a for a in ancestors if a in by_name and by_name[a].stale]
     return found
+
+
+def _locked_deps(root: Path) -> dict[str, set[str]]:
+    """Each stage's dependencies as ``dvc.lock`` recorded them: one that is not there is new to the stage (the
+    notebook reaches a module it did not reach when its outputs were made), which DVC reports as modified."""
+    import yaml
+
+    path = root / "dvc.lock"
+    stages = (yaml.safe_load(path.read_text()) or {}).get("stages", {}) if path.is_file() else {}
+    return {name: {d["path"] for d in stage.get("deps", [])} for name, stage in stages.items()}
 
 
 def _ancestors(graph, stage) -> list:
@@ -100,15 +112,22 @@ def describe(report: Report) -> list[str]:
             lines.append(f"EDITED  {path} ({change}): does not match dvc.lock (stage {s.name}); regenerate it with "
                          f"`make reproduce`, or restore it with `git checkout -- {path}`")
     for s in (s for s in report.stages if s.stale):
-        why = [f"{p} {c}" for p, c in sorted(s.changed_deps.items())]
+        why = [_grouped(change, sorted(p for p, c in s.changed_deps.items() if c == change))
+               for change in sorted(set(s.changed_deps.values()))]
         why += ["its command changed"] * s.command_changed + [f"{u} reruns first" for u in s.upstream]
-        shown = "; ".join(why[:6]) + (f"; and {len(why) - 6} more" if len(why) > 6 else "")
+        shown = "; ".join(why)
         note = f" [{KIND_NOTE[s.kind]}]" if s.kind in KIND_NOTE else ""
-        lines.append(f"STALE   {s.name}: its {s.outs} outputs predate {shown}{note}")
+        lines.append(f"STALE   {s.name} ({s.outs} outputs): {shown}{note}")
     current = [s.name for s in report.stages if not s.stale and not s.edited_outs]
     if current:
         lines.append(f"current: {', '.join(current)}")
     return lines
+
+
+def _grouped(change: str, paths: list[str], shown: int = 4) -> str:
+    """``modified: a, b, c and 9 more``: a stage can depend on a hundred files; the first few say enough."""
+    more = f" and {len(paths) - shown} more" if len(paths) > shown else ""
+    return f"{change}: {', '.join(paths[:shown])}{more}"
 
 
 def check(root: Path = REPO, verify_yaml: bool = True) -> Report:
