@@ -71,10 +71,11 @@ $(PIPELINE): pyproject.toml $(STAMP)
 	@touch $(PIPELINE)
 
 # At the cpu profile (whose outputs are committed) only the stale notebooks run, through `cachecraft reproduce
-# --only` (dvc repro); FORCE=1 reruns them all. Notebook 08's arena rounds are frozen stages and never rerun here.
-# Another profile writes under runs/ and runs every notebook.
+# --only` (dvc repro), after dvc.yaml is brought up to the notebooks' imports; FORCE=1 reruns them all. Notebook
+# 08's arena rounds are frozen stages and never rerun here. Another profile writes under runs/ and runs every notebook.
 reproduce: install $(PIPELINE)
 ifeq ($(PROFILE),cpu)
+	$(BIN)/python -m cachecraft_lib.report.pipeline
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/dvc repro $(if $(FORCE),--force) \
 	  $$($(BIN)/python -m cachecraft_lib.report.pipeline --stages)
 else

@@ -98,6 +98,7 @@ def test_rounds_are_frozen_and_make_reproduce_never_names_them():
     dry = subprocess.run(["make", "-n", "reproduce", "FORCE=1", f"VENV={sys.prefix}"], cwd=REPO, capture_output=True,
                          text=True, check=True).stdout
     assert "dvc repro --force" in dry and "$(" in dry and "report.pipeline --stages" in dry
+    assert dry.index("-m cachecraft_lib.report.pipeline\n") < dry.index("dvc repro")  # dvc.yaml current first
 
 
 def test_make_without_a_target_creates_the_venv_and_installs(tmp_path):
