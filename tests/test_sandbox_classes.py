@@ -12,6 +12,7 @@ import hashlib
 import os
 import platform
 import time
+from pathlib import Path
 
 import pytest
 from sandbox_helpers import SCALARS, alarm_runtime, cgroup_names, layer_arrays, method_box, processes_in
@@ -186,13 +187,17 @@ def test_each_sandbox_runs_as_its_own_uid_shared_with_nothing(tmp_path):
     assert all(first <= uid <= last for uid in owners["a"] | owners["b"]) and 65534 not in owners["a"]
 
 
-def _queued_signals(pid: int) -> int:
-    """The real-time signals queued for ``pid``'s uid as the kernel counts them (``SigQ: queued/limit``)."""
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            return int(f.read().split("SigQ:")[1].split("/")[0])
-    except (OSError, IndexError, ValueError):
-        return 0
+def _queued_signals(pids: list[int]) -> int:
+    """The signals queued for the sandbox's interpreter's uid as the kernel counts them (``SigQ: queued/limit``) in
+    its user namespace (bubblewrap's own processes sit higher up, where the harness's uid counts too when the
+    harness is not root)."""
+    for pid in pids:
+        try:
+            if b"serve.py" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                return int(Path(f"/proc/{pid}/status").read_text().split("SigQ:")[1].split("/")[0])
+        except (OSError, IndexError, ValueError):
+            pass
+    raise AssertionError(f"no interpreter among {pids}")
 
 
 def test_the_per_user_limits_are_the_sandboxs_own_and_small(tmp_path):
@@ -200,12 +205,13 @@ def test_the_per_user_limits_are_the_sandboxs_own_and_small(tmp_path):
     a method cannot queue its uid's pending signals up to the host's limit (96,367 before)."""
     with method_box(tmp_path, "arena_user_limits", signals=5000) as sandbox:
         sandbox.call(layer_arrays(), **SCALARS)
-        queued = max(map(_queued_signals, sandbox._box.pids()))
+        queued = _queued_signals(sandbox._box.pids())
         with pytest.raises(SubmissionError) as err:
             sandbox.call(layer_arrays(), **SCALARS)
     seen = reported(err.value, "LIMITS")
-    # (+ a few: the stop between calls and bubblewrap's own processes hold signals of the same uid)
-    assert seen["RLIMIT_SIGPENDING"] <= 64 and queued <= seen["RLIMIT_SIGPENDING"] + 8, (queued, seen)
+    # the count also holds the other signals pending for the uid there (the stop between calls, bubblewrap's init's
+    # SIGCHLD; an unprivileged harness's uid is the sandbox's): tens at most, of the 5,000 sent (all queued before)
+    assert seen["RLIMIT_SIGPENDING"] <= 64 and queued < 100, (queued, seen)
     assert seen["RLIMIT_MSGQUEUE"] == 0 and seen["RLIMIT_MEMLOCK"] == 0 and seen["RLIMIT_NPROC"] <= box.MAX_PIDS
 
 
