@@ -119,21 +119,27 @@ def test_halving_culls_most_children_and_charges_their_share(fitness, generation
     assert sum(s.contexts_run for s in screened) == halving.context_runs
     culled = [s for s in screened if not s.full]
     assert all(s.result.fitness is None and s.partial is not None and s.result.valid for s in culled)
-    again = halving.screen(generation)  # the same programs again: nothing new runs
-    assert halving.context_runs == 12 and [s.result.fitness for s in again if s.full] == \
-        [s.result.fitness for s in screened if s.full]
+    full = next(s for s in screened if s.full)
+    assert halving.screen([full.source])[0].result is full.result and halving.context_runs == 12  # kept: no run
+    again = halving.screen(generation)  # culled children go on from the contexts they hold, charged only the rest
+    assert sum(s.contexts_run for s in again) == halving.context_runs - 12 < 12
+    assert [s.result.fitness for s in again if s.source == full.source] == [full.result.fitness]
 
 
 @pytest.mark.slow
 def test_the_gate_stops_a_child_as_the_plain_cascade_does(fitness, generation):
     from cachecraft_lib.search.halving import Halving
 
-    gate = fitness.gate
+    gate, gated = fitness.gate, dict(fitness._gates)
     try:
         fitness.gate = 10.0  # above any score: every child stops at the gate
+        fitness._gates.clear()  # the plain cascade keeps gate results (with the gate of their time) by program
         screened = Halving(fitness).screen(generation[:1])[0]
         plain = fitness.evaluate(generation[:1])[0]
     finally:
         fitness.gate = gate
+        fitness._gates.clear()
+        fitness._gates.update(gated)
     assert not screened.result.passed_gate and not plain.passed_gate
     assert screened.result.fitness is None and plain.fitness is None
+    assert screened.result.gate_score == plain.gate_score and screened.result.stage == plain.stage == 1
