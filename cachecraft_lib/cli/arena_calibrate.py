@@ -7,7 +7,14 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-BOARD_HELP = "board name (A, B_online, B_offline, C)"
+
+def _board_help() -> str:
+    """The board names from the board files (so a board added there shows here)."""
+    from ..arena.boards.boards import board_names
+    return f"board name ({', '.join(board_names())})"
+
+
+BOARD_HELP = _board_help()
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:

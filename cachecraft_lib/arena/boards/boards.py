@@ -124,6 +124,17 @@ def board_file(profile: str) -> Path:
     return BOARDS_DIR / f"{profile}.yaml"
 
 
+def board_names(prefill_only: bool = False) -> tuple[str, ...]:
+    """Every board name of every profile's board file, in file order (the CLI's help and a program's default
+    boards come from here, not from a list typed in the code); ``prefill_only`` drops decode-time boards."""
+    names: dict[str, None] = {}
+    for path in sorted(BOARDS_DIR.glob("*.yaml")):
+        for name, board in load_boards(path.stem).items():
+            if not (prefill_only and board.decode_time):
+                names.setdefault(name, None)
+    return tuple(names)
+
+
 def whole_cache_boards() -> frozenset[str]:
     """Names of the boards whose rules allow the whole-cache hook, in any profile (a folder's check knows no
     profile; today B_offline in every one)."""

@@ -198,8 +198,12 @@ def find_program(path: str | Path) -> Path:
 
 
 def program_to_submission(program: str | Path, out_dir: str | Path, name: str, author: str = "cachecraft-search",
-                          boards: tuple[str, ...] = ("A", "B_online", "B_offline")):
-    """Write the submission folder of ``program`` (a file or a search run) into ``out_dir``; returns it checked."""
+                          boards: tuple[str, ...] | None = None):
+    """Write the submission folder of ``program`` (a file or a search run) into ``out_dir``; returns it checked.
+    ``boards`` defaults to every board that evicts at prefill (a policy program's hook), from the board files."""
+    if boards is None:
+        from ..boards.boards import board_names
+        boards = board_names(prefill_only=True)
     src_path = find_program(program)
     source = HELPER_IMPORT.sub("", src_path.read_text(encoding="utf-8"))
     for module in re.findall(r"^\s*(?:from\s+(\S+)\s+import|import\s+(\S+))", source, re.M):
