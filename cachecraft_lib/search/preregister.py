@@ -89,10 +89,12 @@ class Plan:
     seed_shape: str | None = None  # its names-free digest (code_shape): nor is the seed with names renamed
     comparators: tuple[str, ...] = ()  # what every seed's program is compared with (DEFAULT_COMPARATORS)
     controls: tuple[str, ...] = ()  # run beside the search, every seed (DEFAULT_CONTROLS)
+    criteria: tuple[dict, ...] = ()  # pass criteria read once as verdicts (search.plan_criteria)
+    selection_per_task: int | None = None  # the selection half's fewest contexts in a task, when it was given
 
     def payload(self) -> dict[str, Any]:
         body = asdict(self)
-        for key in ("random_seeds", "comparators", "controls"):
+        for key in ("random_seeds", "comparators", "controls", "criteria"):
             body[key] = list(getattr(self, key))
         return body
 
@@ -119,11 +121,17 @@ def make_plan(board: str, profile: str, seed_program: str, seed_source: str, gen
               random_seeds: list[int], structural: bool, split_seed: int, top_k: int, rule: str,
               events: list[dict], round_: int = 1, notes: str = "", author: str = DEFAULT_AUTHOR,
               search_contexts: list[str] | None = None, comparators: tuple[str, ...] | list[str] = DEFAULT_COMPARATORS,
-              controls: tuple[str, ...] | list[str] = DEFAULT_CONTROLS) -> Plan:
+              controls: tuple[str, ...] | list[str] = DEFAULT_CONTROLS, criteria: tuple[Any, ...] = (),
+              selection_contexts: list[str] | None = None) -> Plan:
     """The plan, with the round's commitment read from the ledger's ``events`` (None when the round is new), its
-    author (the entries claiming it must be theirs), given ``search_contexts``, their ids' SHA-256, and its
-    ``comparators`` and ``controls`` (``check_comparisons``: none is refused)."""
+    author (the entries claiming it must be theirs), given ``search_contexts``, their ids' SHA-256, its
+    ``comparators`` and ``controls`` (``check_comparisons``: none is refused), its pass ``criteria``
+    (``plan_criteria.Criterion``s) and, given the selection half's contexts, their fewest per task: a plan of a
+    measuring profile with fewer than ``selection.MIN_PER_TASK`` is refused (``selection.SelectionTooSmall``)."""
+    from . import selection
+
     comparators, controls = check_comparisons(comparators, controls)
+    per_task = None if selection_contexts is None else selection.check_selection_half(selection_contexts, profile)
     from ..arena.scoring.plan_looks import SEED_LIMIT, code_digest, shape_digest
     from ..arena.scoring.rounds import round_event
     from ..arena.submissions.identity import author_key
@@ -139,7 +147,8 @@ def make_plan(board: str, profile: str, seed_program: str, seed_source: str, gen
                 int(population), tuple(int(s) for s in random_seeds), bool(structural), int(split_seed), int(top_k),
                 rule, int(round_), str(committed["commitment"]) if committed else None, notes, {}, author,
                 author_key(author), None if search_contexts is None else contexts_sha256(search_contexts),
-                code_digest(seed_source.encode()), shape_digest(seed_source.encode()), comparators, controls)
+                code_digest(seed_source.encode()), shape_digest(seed_source.encode()), comparators, controls,
+                tuple(c.payload() if hasattr(c, "payload") else dict(c) for c in criteria), per_task)
 
 
 def contexts_sha256(context_ids: list[str]) -> str:
@@ -147,10 +156,15 @@ def contexts_sha256(context_ids: list[str]) -> str:
     return hashlib.sha256("\n".join(sorted(set(map(str, context_ids)))).encode()).hexdigest()
 
 
-def record_plan(ledger: Any, plan: Plan) -> dict:
+def record_plan(ledger: Any, plan: Plan, reserve: bool = False) -> dict:
     """Append the ``plan`` event (``Ledger.append``); returns the event as written. A plan without comparators is
-    refused (``MissingComparators``) before anything is written."""
+    refused (``MissingComparators``) before anything is written; with ``reserve``, so is a plan whose author
+    lacks the rate limit's room for one entry per seed now (``plan_quota.NoRoomForPlan``)."""
     check_comparisons(plan.comparators, plan.controls)
+    if reserve:
+        from .plan_quota import check_room
+
+        check_room(ledger, plan.author, len(plan.random_seeds))
     return ledger.append("plan", {**plan.payload(), "plan_hash": plan.digest()})
 
 

@@ -38,6 +38,12 @@ SELECTED = "selected"  # the run folder's sub-folder holding the choice
 UNITS_FILE = "selection_units.csv"  # per-unit selection-half values of every shortlisted child
 UNIT_COLUMNS = ["child_id", "context_id", "task", "overall", "random_seed"]
 DIGEST_KEYS = ("shortlist_sha256", "selection_units_sha256")  # selected.json's digests, carried into the origin
+MIN_PER_TASK = 4  # issue 56: a selection half with fewer contexts per task ties its shortlists and decides little
+MEASURING = ("cpu", "gpu", "paper")  # the profiles whose plans are evidence (smoke and the gpu stand-in are not)
+
+
+class SelectionTooSmall(ValueError):
+    """A measuring profile's plan whose selection half has fewer than ``MIN_PER_TASK`` contexts in some task."""
 
 
 @dataclass(frozen=True)
@@ -78,6 +84,27 @@ def split_dev(items: pd.DataFrame, seed: int = SPLIT_SEED) -> DevHalves:
         search += ordered[0::2]
         selection += ordered[1::2]
     return DevHalves(tuple(search), tuple(selection), seed)
+
+
+def per_task(contexts: list[str] | tuple[str, ...]) -> dict[str, int]:
+    """How many of ``contexts`` (ids ``<length>/<task>/<i>``) each task has."""
+    return pd.Series([str(c).split("/")[1] for c in contexts], dtype=object).value_counts().to_dict()
+
+
+def check_selection_half(contexts: list[str] | tuple[str, ...], profile: str) -> int:
+    """The selection half's fewest contexts in a task; ``SelectionTooSmall`` when that is below ``MIN_PER_TASK``
+    on a measuring profile (``MEASURING``; the gpu stand-in runs at smoke sizes and is exempt, as smoke is)."""
+    from ..profiles import gpu_standin
+
+    counts = per_task(contexts)
+    fewest = min(counts.values()) if counts else 0
+    if profile in MEASURING and not (profile == "gpu" and gpu_standin()) and fewest < MIN_PER_TASK:
+        thin = sorted(t for t, n in counts.items() if n < MIN_PER_TASK)
+        raise SelectionTooSmall(
+            f"the {profile} plan's selection half has {fewest} context(s) in a task ({', '.join(thin) or 'none'}); "
+            f"at least {MIN_PER_TASK} per task are needed (issue 56: fewer tie the shortlists): raise the board's "
+            "dev items per task to twice that")
+    return fewest
 
 
 def dev_context_ids(board: Any) -> pd.DataFrame:
