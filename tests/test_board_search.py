@@ -158,6 +158,29 @@ def test_the_default_engine_is_deterministic_and_spends_its_budget(fitness, tmp_
     assert best["fitness"] == pytest.approx(max([gens.best.iloc[0]] + [v for v in scored.values() if v is not None]))
 
 
+def test_the_cli_runs_random_search_at_the_runs_cost_as_a_control(tmp_path, capsys):
+    """``arena search --controls``: random search (random_control) with the run's cost in evaluations as its budget,
+    on the same search half, chosen by the same rule, printed below the run."""
+    from cachecraft_lib.cli import build_parser
+    from cachecraft_lib.cli.arena_search import _cmd_search
+    from cachecraft_lib.search.random_control import CONTROL_TAG, search_budget
+
+    args = build_parser().parse_args([
+        "arena", "search", "--board", "A", "--profile", "smoke", "--root", str(tmp_path / "arena"), "--iterations", "3",
+        "--population", "4", "--controls", "--top", "2", "--out", str(tmp_path / "run")])
+    try:
+        assert _cmd_search(args) == 0
+    finally:
+        for guard in list(dev_only._active):  # the CLI leaves its guard in place for the process: end it here
+            dev_only.uninstall(guard)
+    control = tmp_path / "run_random"
+    assert f"control={CONTROL_TAG}" in (control / "run_info.txt").read_text()
+    assert len(load_run(control).trace) == search_budget(tmp_path / "run") >= 1
+    assert (control / "selected" / "program.py").exists() and (tmp_path / "run" / "selected" / "program.py").exists()
+    printed = capsys.readouterr().out
+    assert str(control) in printed and str(tmp_path / "run") in printed
+
+
 def test_the_dev_context_ids_follow_from_the_boards_settings(fitness):
     """``selection.dev_context_ids`` (no model, nothing drawn) names exactly the dev contexts ``Arena.items``
     draws: what a reader (and the registration check) compares a run's fitness_contexts.txt and its selection

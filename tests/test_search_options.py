@@ -11,7 +11,7 @@ from cachecraft_lib.cli import build_parser
 from cachecraft_lib.cli.search_options import DEPRECATED, SHARED, check_board, iterations, seed_program
 
 # What only one of the two searches has (a new option goes here, or into SHARED when both take it).
-ONLY_ARENA_SEARCH = {"--engine", "--population", "--islands", "--random-seeds", "--preregister", "--round",
+ONLY_ARENA_SEARCH = {"--engine", "--population", "--islands", "--random-seeds", "--controls", "--preregister", "--round",
                      "--split-seed", "--top", "--select-top", "--notes", "--author", "--ray", "--cpus-per-task",
                      "--max-retries"}
 ONLY_EVOLVE = {"--mutator", "--llm-model", "--api-base", "--api-key", "--max-tokens", "--adversarial", "--ratio",

@@ -50,6 +50,8 @@ def _cmd_search(args: argparse.Namespace) -> int:
     runs = _searches(args, arena, seed, seeds, list(halves.search), event, budget, population)
     chosen = dev_only.dev_fitness(args.board, args.profile, root=args.root, gate=0.0,
                                   contexts=list(halves.selection), arena=arena)
+    if args.controls:
+        runs = runs + _random_controls(args, arena, seed, runs, list(halves.search))
     rows = []
     for random_seed, run in runs:
         picked = selection.select(run, chosen, args.top)
@@ -62,6 +64,25 @@ def _cmd_search(args: argparse.Namespace) -> int:
     print("the selection-half score is the dev estimate (the search never saw those contexts); submit with "
           f"`cachecraft arena submit-search {' '.join(r for r in table.run)} --board {args.board}`")
     return 0
+
+
+def _random_controls(args: argparse.Namespace, arena: Any, seed: str, runs: list[tuple[int, Path]],
+                     contexts: list[str]) -> list[tuple[int, Path]]:
+    """``--controls``: for each run, random search (``random_control``) at the run's cost in evaluations, with its
+    random seed, on the same search half, into ``<run>_random`` (the same selection rule then picks its program)."""
+    from ..search.dev_only import dev_fitness
+    from ..search.random_control import random_search, search_budget
+    from ..search.seeds import seed_path
+
+    fitness = dev_fitness(args.board, args.profile, root=args.root, seed_program=seed_path(seed), contexts=contexts,
+                          arena=arena)
+    out = []
+    for random_seed, run in runs:
+        depth = max(1, len(pd.read_csv(Path(run) / "generations.csv")) - 1)  # as deep as the run's generations
+        folder = random_search(args.board, seed, search_budget(run), Path(f"{run}_random"), args.profile,
+                               random_seed=random_seed, structural=args.structural, fitness=fitness, max_edits=depth)
+        out.append((random_seed, folder))
+    return out
 
 
 def _budget(args: argparse.Namespace) -> tuple[int, int]:
@@ -134,6 +155,10 @@ def add_search_verb(verb: Callable[[str, Callable, str], argparse.ArgumentParser
                    help="several runs, one per seed, into <out>/<board>_<seed program>_<N> with a seeds.csv; with "
                         "--ray side by side (one worker each), else one after another sharing the prefills "
                         "(default: one run, --random-seed)")
+    p.add_argument("--controls", action="store_true",
+                   help="also run random search at each run's cost in evaluations (the same program space, no "
+                        "selection; search.random_control) on the same search half, into <run>_random, chosen by the "
+                        "same rule: its row is printed below the run's (default: off)")
     p.add_argument("--preregister", action="store_true",
                    help="record the plan (board, seed program, sizes, random seeds, selection rule, round and its "
                         "commitment) in the arena's ledger before anything is evaluated; `submit-search` refuses a "
