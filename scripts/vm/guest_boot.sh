@@ -61,8 +61,12 @@ run_as_root_delegated() {  # a transient scope with Delegate=yes, as a unit with
     env -C "$CHECKOUT" SUITES="$SUITES" ARENA_TIMEOUT_S="$ARENA_TIMEOUT_S" HOME=/root bash "$mode_script" "$@"
 }
 # (a) an unprivileged organiser with a systemd user session; (b) root in a delegated cgroup
-run_as_organiser organiser-user-session
-run_as_root_delegated root-delegated
+for m in ${MODES:-organiser-user-session root-delegated}; do
+  case $m in
+    organiser-user-session) run_as_organiser organiser-user-session ;;
+    root-delegated) run_as_root_delegated root-delegated ;;
+  esac
+done
 # (c) root in a cgroup it was not given (this service's): what doctor says there
 echo "== plain root, no delegation: cachecraft doctor"
 (cd "$CHECKOUT" && .venv/bin/cachecraft doctor; echo "SUMMARY root-not-delegated: doctor: $(.venv/bin/cachecraft doctor --json | .venv/bin/python -c 'import json,sys; d=json.load(sys.stdin); print(d["level"], "(" + d["boundary"] + ")")')")

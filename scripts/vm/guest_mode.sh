@@ -24,7 +24,7 @@ echo "== mode $name: $(id -un) (uid $(id -u)), cgroup $(cut -d: -f3 /proc/self/c
 found=$(.venv/bin/cachecraft doctor --json | .venv/bin/python -c 'import json,sys; d=json.load(sys.stdin); print(d["level"], "(" + d["boundary"] + ")")')
 t0=$(date +%s)
 # shellcheck disable=SC2086
-.venv/bin/python -m pytest -q -p no:cacheprovider -rfE --basetemp="/tmp/pytest-$name" $SUITES 2>&1 | tee "/tmp/pytest-$name.log"
+.venv/bin/python -m pytest -v -p no:cacheprovider -rfE --basetemp="/tmp/pytest-$name" $SUITES 2>&1 | tee "/tmp/pytest-$name.log"
 status=${PIPESTATUS[0]}
 tests=$(grep -E '(passed|failed|error).* in [0-9.]+s' "/tmp/pytest-$name.log" | tail -1 | tr -d '=' | xargs)
 echo "SUMMARY $name: doctor: $found; tests: ${tests:-none ran} ($(( $(date +%s) - t0 )) s, $(cat /proc/self/cgroup | cut -d: -f3))"

@@ -3,7 +3,7 @@
 # each mode an organiser has on a current systemd distribution (scripts/vm/guest_boot.sh): an unprivileged
 # user with a systemd user session, and root in a delegated cgroup. Prints one SUMMARY line per mode.
 #   scripts/vm/run.sh [--accel auto|kvm|tcg] [--suites "tests/a.py ..."] [--arena-modes "MODE ..."] [--worktree]
-#                     [--command "SHELL COMMAND"] [--record]
+#                     [--modes "organiser-user-session root-delegated"] [--command "SHELL COMMAND"] [--record]
 # --command runs that command as root in the guest's copy of the checkout instead of the modes (to look into one).
 # The guest runs the committed HEAD (`git archive`; --worktree: the working tree as it is), with the checkout's
 # .venv, its models and the .venv's interpreter shared read-only (9p); it works on a copy of the code in
@@ -18,7 +18,7 @@ DIR=${CACHECRAFT_VM_DIR:-/var/tmp/cachecraft-vm}
 LOCK=${CACHECRAFT_CPU_LOCK:-/tmp/cachecraft-cpu.lock}
 KVM_BOOT_S=${CACHECRAFT_VM_KVM_BOOT_S:-20}
 TIMEOUT_S=${CACHECRAFT_VM_TIMEOUT_S:-1500}
-ACCEL=auto RECORD=0 WORKTREE=0 COMMAND=
+ACCEL=auto RECORD=0 WORKTREE=0 COMMAND= MODES="organiser-user-session root-delegated"
 ARENA_MODES=organiser-user-session  # the modes that also run `arena dev` (--arena-modes; TCG: minutes each)
 SUITES="tests/test_sandbox_hostile.py tests/test_sandbox_boundary.py tests/test_sandbox_redteam.py
 tests/test_sandbox_cgroup2.py tests/test_sandbox_doctor.py tests/test_sandbox_bwrap.py tests/test_sandbox_protocol.py
@@ -30,6 +30,7 @@ while [ $# -gt 0 ]; do
     --record) RECORD=1; shift ;;
     --worktree) WORKTREE=1; shift ;;
     --arena-modes) ARENA_MODES=$2; shift 2 ;;
+    --modes) MODES=$2; shift 2 ;;
     --command) COMMAND=$2; shift 2 ;;
     *) echo "usage: $0 [--accel auto|kvm|tcg] [--suites 'FILES'] [--record]" >&2; exit 2 ;;
   esac
@@ -56,6 +57,8 @@ CHECKOUT=$CHECKOUT
 PYTHON_PREFIX=$PYTHON_PREFIX
 SUITES="$(echo $SUITES)"
 ARENA_MODES="$ARENA_MODES"
+MODES="$MODES"
+PYTHON_PREFIX_RO=${PYTHON_PREFIX_RO:-0}
 COMMAND=$(printf %q "$COMMAND")
 ARENA_TIMEOUT_S=${CACHECRAFT_VM_ARENA_TIMEOUT_S:-900}
 EOF
