@@ -82,6 +82,7 @@ def check(r: dict, figures) -> None:
         (pooled["gain"], pooled["lo"], pooled["hi"]), abs=1e-6)  # the per-unit file reproduces it
     assert "fresh secret" in (figures / "table_search_arena_gains.md").read_text()
     check_controls(r, figures, table, bar)
+    check_criteria(r, figures, table, bar)
     ledger = [json.loads(line) for line in (figures / "samples" / "08_search_arena_ledger.jsonl").read_text().splitlines()]
     assert [e["kind"] for e in ledger] == kinds  # the public ledger, committed beside the per-unit file
     for name in ("fig_search_arena_dynamics.png", "table_search_arena_generations.md"):
@@ -122,6 +123,33 @@ def check_controls(r: dict, figures, table: pd.DataFrame, bar: str) -> None:
     assert by_evals.index[0] == 0 and by_evals.index[-1] >= max(r["budgets"].values()) - 0.5
     assert set(by_evals.columns) == {
         f"{engine}, seed {s}" for engine in ("search", "random search") for s in (0, 1)}
+
+
+def check_criteria(r: dict, figures, table: pd.DataFrame, bar: str) -> None:
+    """Issue 56: the plan carried its pass criteria as data (in its hash), the selection half's size per task and
+    the author's room for every seed's entry; one verdict per criterion, recomputed here from the gains table."""
+    from cachecraft_lib.search import plan_criteria as pc
+    from cachecraft_lib.search import preregister
+
+    plan = json.loads((figures / "samples" / "08_search_arena_ledger.jsonl").read_text().splitlines()[0])["payload"]
+    assert plan["criteria"] == r["plan_criteria"] and preregister.plan_hash(plan) == plan["plan_hash"]
+    assert [c.against for c in pc.from_payload(plan["criteria"])] == [
+        "frc", "frc", preregister.RANDOM_CONTROL, preregister.SEED_CONTROL]  # board A's four criteria
+    assert plan["selection_per_task"] == r["selection_per_task"] == 1  # smoke: recorded, not refused
+    assert r["entries_left"] >= len(r["random_seeds"])  # every seed's entry had room before the secret was drawn
+    test = table[table.split.str.startswith("test")].assign(random_seed=lambda t: t.random_seed.astype(str))
+    rows_of = {pc.FRC: "frc", preregister.SELECTION_BEST: bar, preregister.SEED_CONTROL: "seed-v1",
+               preregister.RANDOM_CONTROL: "random search (same seed)"}
+    judged = pd.DataFrame(r["criteria"]).set_index("criterion")
+    assert len(judged) == len(plan["criteria"]) and set(judged.verdict) <= {pc.MET, pc.NOT_MET, pc.INCONCLUSIVE}
+    for c in pc.from_payload(plan["criteria"]):
+        mine = test[test.against == rows_of[c.against]]
+        seeds = [(lo, hi) for lo, hi in mine[~mine.random_seed.isin(["pooled", "a run"])][["lo", "hi"]].to_numpy()]
+        run = mine[mine.random_seed == "a run"].iloc[0]
+        again = pc.judge_one(c, seeds, (run.lo, run.hi, True))
+        assert judged.verdict[c.name] == again.verdict, c.name  # rounding to 4 places cannot move a smoke verdict
+    saved = pd.read_csv(figures / "table_search_arena_criteria.csv")
+    assert list(saved.verdict) == list(judged.verdict)
 
 
 def _as_figures(folder):
