@@ -7,14 +7,9 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from ..arena.boards.boards import board_help
 
-def _board_help() -> str:
-    """The board names from the board files (so a board added there shows here)."""
-    from ..arena.boards.boards import board_names
-    return f"board name ({', '.join(board_names())})"
-
-
-BOARD_HELP = _board_help()
+BOARD_HELP = board_help()
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:

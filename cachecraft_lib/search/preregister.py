@@ -1,27 +1,16 @@
-"""A search's plan recorded in the arena's ledger before any child is evaluated (issue 49, item 1).
+"""A search's plan recorded in the arena's ledger before any child is evaluated.
 
-Why: a test number means what it says only when everything that could have been tuned on it was fixed
-before it existed. ``record_plan`` appends a ``plan`` event (signed and hash-chained like every other) holding
-the board, the seed program (name and SHA-256), the sizes, every random seed, the selection rule and its split
-seed, the round and the round's commitment when one exists (``None``: its secret is drawn after the plan), and
-the plan's own hash. Each run folder then keeps ``plan.json`` (the event's hash, seq and time) and
-``run_info.txt``'s ``started=`` (written just before the run's first evaluation).
+Why: a test number means what it says only when everything that could have been tuned on it was fixed before
+it existed. ``record_plan`` appends a signed ``plan`` event: the board, the seed program (name, SHA-256), the
+sizes, every random seed, the selection rule, the round's commitment when one exists, who registered it, the
+search half's context ids (SHA-256), the comparators (FRC, the selection half's best baseline) and controls
+(the seed program, random search at the search's budget) named before the run (``MissingComparators``
+otherwise), and the plan's own hash. Each run folder keeps ``plan.json`` and ``run_info.txt``'s ``started=``.
 
-The plan also records who registered it (``author``, ``author_key``: the entries claiming it must be that
-author's) and, when given, the SHA-256 of the search half's context ids (``search_contexts_sha256``, compared
-with the run's ``fitness_contexts.txt``). ``claim_verdict`` (``arena.scoring.claims``) and ``verify_claim`` (below)
-check a recorded entry's claim afterwards, against the ledger and against its run folder.
-
-The plan names, before the run, what the search will be compared with (``comparators``: FRC and the selection
-half's best baseline, a role filled from dev items alone) and the controls run beside it (``controls``: the seed
-program scored on the same test items, and random search over the same program space at the search's budget,
-``search.random_control``); ``make_plan`` and ``record_plan`` refuse a plan without comparators
-(``MissingComparators``), so a comparison cannot be chosen after the test numbers exist (issue 56).
-
-``check_registration`` is what ``arena submit-search`` asks before it touches a secret: the run's plan event is
-in the ledger, unaltered, names this run's board, seed program, sizes and random seed, and precedes the run's
-first evaluation and any entry of this run; otherwise ``NotPreregistered``, unless the caller labels the run
-exploratory (then the label travels with the entry into the ledger and its DESCRIPTION.md).
+``check_registration`` is what ``arena submit-search`` asks before it touches a secret (the plan is in the
+ledger, unaltered, matches the run, and precedes its first evaluation and entries; otherwise
+``NotPreregistered`` unless the run is labelled exploratory); ``verify_claim`` checks an entry's claim against
+the ledger (``arena.scoring.claims``) and its run folder.
 """
 
 from __future__ import annotations

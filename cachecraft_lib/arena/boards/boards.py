@@ -135,6 +135,11 @@ def board_names(prefill_only: bool = False) -> tuple[str, ...]:
     return tuple(names)
 
 
+def board_help() -> str:
+    """The CLI's --board help: the names from the board files (a board added there shows here)."""
+    return f"board name ({', '.join(board_names())})"
+
+
 def whole_cache_boards() -> frozenset[str]:
     """Names of the boards whose rules allow the whole-cache hook, in any profile (a folder's check knows no
     profile; today B_offline in every one)."""
