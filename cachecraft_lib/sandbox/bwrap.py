@@ -144,7 +144,8 @@ def _stage_and_drop(enter: Callable[[], None] | None, staged: list[tuple[str, st
             os.makedirs(target, exist_ok=True)
         else:
             os.makedirs(os.path.dirname(target), exist_ok=True)
-            os.close(os.open(target, os.O_CREAT | os.O_WRONLY, 0o644))
+            if not os.path.exists(target):  # a file bound over on a read-only prefix exists: opening it for
+                os.close(os.open(target, os.O_CREAT | os.O_WRONLY, 0o644))  # writing fails (EROFS)
         _check(libc.mount(source.encode(), target.encode(), None, MS_BIND | MS_REC, None), f"bind {target}")
     os.setgroups([])
     os.setresgid(uid, uid, uid)
