@@ -73,4 +73,7 @@ def test_notebook_05_regenerates_identical_logs_and_tables(tmp_path, monkeypatch
     assert (tmp_path / "a" / "f" / "fig_search_vs_random.png").exists()
     assert a["board_budget"] == 6 and 6 <= a["board_search_evaluations"] < 6 + 3
     point, lo, hi = a["search_minus_random"]
-    assert lo <= point <= hi and point == pytest.approx(a["board_search_best"] - a["random_search_best"], abs=1e-9)
+    assert point == pytest.approx(a["board_search_best"] - a["random_search_best"], abs=1e-9)
+    # smoke: one search-half context per task, so the paired interval is undefined (NaN, shown as such), never
+    # a made-up width
+    assert (lo, hi) == ("nan", "nan") if a["profile"] == "smoke" else lo <= point <= hi
