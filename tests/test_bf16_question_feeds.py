@@ -155,7 +155,9 @@ def test_bf16_feed_is_the_methods_for_every_sample(bf16_model, tmp_path, monkeyp
         assert used == {expected}, (method, used)
         assert recorded[method] == expected
     frc = [uneven[k] for k in uneven if k[0] == "frc"]
-    assert any(frc) and not all(frc)  # the old rule would have switched feeds between these samples
+    # FRCPress gives every layer the same slots (spare ones masked, as KVPress masks head-wise budgets), so no
+    # FRC cache comes out uneven any more: the per-sample rule has nothing left to switch on
+    assert frc and not any(frc)
 
 
 @pytest.mark.slow
