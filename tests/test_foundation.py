@@ -47,8 +47,10 @@ def test_ci_calls_the_readme_test_command():
     ci = (REPO / ".ci" / "run").read_text()
     assert "make test" in readme and "make reproduce" in readme
     commands = [ln.strip() for ln in ci.splitlines() if ln.strip() and not ln.startswith(("#", "set ", "cd ", "export "))]
-    # the README's command, then only the sandbox's other boundary modes, which the README names
-    assert commands == ["make test", "scripts/ci_sandbox_modes.sh"] and "scripts/ci_sandbox_modes.sh" in readme
+    # the README's command, the figures check and the sandbox's other boundary modes, all three named in the README
+    assert [c.split("#")[0].strip() for c in commands] == ["make test", "make check-figures",
+                                                           "scripts/ci_sandbox_modes.sh"]
+    assert "scripts/ci_sandbox_modes.sh" in readme and "make check-figures" in readme
 
 
 def test_profiles_define_the_paper_grid():
