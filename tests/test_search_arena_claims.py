@@ -259,7 +259,7 @@ def test_a_random_seed_out_of_bounds_is_refused_or_read_leniently(tmp_path):
     import yaml
 
     from cachecraft_lib.arena.submissions.metadata import metadata_origin
-    from cachecraft_lib.cli.arena_search import random_seed
+    from cachecraft_lib.cli.search_options import random_seed
 
     (tmp_path / "metadata.yaml").write_text(yaml.safe_dump({"name": "x", "author": "y", "boards": ["A"], "origin": {
         "kind": "search", "random_seed": 2 ** 64, "plan": "f" * 16}}))
