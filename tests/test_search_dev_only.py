@@ -32,6 +32,8 @@ def _items(split: str | None = "dev", seed: int | None = None) -> pd.DataFrame:
 
 
 class Idle:
+    context_runs = 0  # what the engines read to count evaluations; nothing runs here
+
     def close(self) -> None:
         pass
 
@@ -114,7 +116,7 @@ def test_a_preregistered_run_takes_only_the_guarded_fitness(tmp_path, guarded_fi
         board_search("B_offline", "v1", 1, 2, tmp_path / "refused", "smoke", fitness=_evaluated(guarded_fitness),
                      progress=False, plan_event=event)
     run = board_search("A", "v1", 1, 2, tmp_path / "run", "smoke", fitness=guarded_fitness, progress=False,
-                       plan_event=event)
+                       plan_event=event, engine="generational")  # the stand-in scores through evaluate only
     # item 2: the run records the contexts of the fitness it used, one per line, in the items' order
     assert (run / "fitness_contexts.txt").read_text().splitlines() == list(dict.fromkeys(guarded_fitness.items.context_id))
     assert "fitness=board A dev items (smoke), 4 contexts" in (run / "run_info.txt").read_text()
@@ -162,8 +164,9 @@ def test_board_search_from_python_holds_the_guard_at_every_childs_evaluation(tmp
         seen.append(dev_only.active())
         return _evaluated(SimpleNamespace()).evaluate(sources)
 
-    fitness = SimpleNamespace(items=_items(), gate=0.0, evaluate=spy)
-    board_search("A", "v1", 2, 2, tmp_path / "run", "smoke", fitness=fitness, progress=False)
+    fitness = SimpleNamespace(items=_items(), gate=0.0, evaluate=spy, runner=Idle())
+    board_search("A", "v1", 2, 2, tmp_path / "run", "smoke", fitness=fitness, progress=False,
+                 engine="generational")  # the spy sees evaluate; the halving engine's runs are under the same guard
     assert len(seen) == 3 and all(seen)  # the seed, then one batch per generation
     assert not dev_only.active() and splits.SPLIT_GUARDS == []
 
@@ -172,6 +175,6 @@ def test_board_search_from_python_holds_the_guard_at_every_childs_evaluation(tmp
         raise RuntimeError("child crashed")
 
     with pytest.raises(RuntimeError, match="child crashed"):
-        board_search("A", "v1", 1, 2, tmp_path / "crash", "smoke", progress=False,
-                     fitness=SimpleNamespace(items=_items(), gate=0.0, evaluate=crash))
+        board_search("A", "v1", 1, 2, tmp_path / "crash", "smoke", progress=False, engine="generational",
+                     fitness=SimpleNamespace(items=_items(), gate=0.0, evaluate=crash, runner=Idle()))
     assert seen[-1] and not dev_only.active() and splits.SPLIT_GUARDS == []
