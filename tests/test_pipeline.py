@@ -21,6 +21,7 @@ from cachecraft_lib.report.pipeline_deps import (
     notebook_source,
 )
 from cachecraft_lib.report.pipeline_outs import NOT_OUTPUTS, saved_names, top_level
+from cachecraft_lib.report.pipeline_reads import notebook_reads, results_owners, source_reads
 
 NOTEBOOK_FILES = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
 
@@ -67,6 +68,43 @@ def test_each_stage_depends_on_every_module_its_notebook_reaches(notebook):
     for stage in stages:
         missing = needed - set(stage["deps"])
         assert not missing, f"{notebook.name}'s stage omits {sorted(missing)}"
+
+
+def test_the_reads_scanner_finds_other_notebooks_samples_and_run_folders():
+    source = ('from cachecraft_lib.paths import DATA, results_dir\n'
+              'run = results_dir("search", f"{PROFILE}_v5_offline")\n'
+              'out = DATA / "results" / "grid" / profile.name\n'
+              'best = report.figures_dir() / "samples" / "05_search_best_program.txt"\n'
+              'grid = pd.read_csv("figures/samples/03_ruler_grid.csv.gz")\n'
+              'report.save_samples(frame, "07_arena")\n'  # its own output, not a read
+              'latency = Path("data/results/latency/cpu")\nnumbers = "data/paper_numbers.csv"\n')
+    reads = source_reads(source, "07")
+    assert reads.samples == {"figures/samples/05_search_best_program.txt", "figures/samples/03_ruler_grid.csv.gz"}
+    assert reads.results == {"data/results/search", "data/results/grid", "data/results/latency"}
+    assert reads.data == {"data/paper_numbers.csv"}
+    assert source_reads('x = "05_search_dynamics"\n', "07").samples == {"figures/samples/05_search_dynamics.csv.gz"}
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOK_FILES, ids=lambda p: p.stem)
+def test_a_notebook_reads_no_figures_or_data_file_its_stage_does_not_depend_on(notebook):
+    """A committed file of another notebook (figures/samples) or of data/ that a notebook names is a dependency of
+    its stage, and an output of the stage that makes it; another notebook's run folder (data/results, not
+    committed) is never read: a fresh clone would not have it, so the outputs would differ from a developer's."""
+    reads = notebook_reads(notebook)
+    owners = results_owners(NOTEBOOK_FILES)
+    foreign = {kind: owners[kind] for kind in reads.results if owners[kind] != notebook.stem}
+    assert not foreign, (f"{notebook.name} reads another notebook's run folder {foreign} (not committed, so no "
+                         "stage can depend on it): read that notebook's committed output under figures/samples")
+    declared = _declared()
+    stages = [s for s in declared.values() if f"--only {notebook.stem}" in s["cmd"]]
+    for stage in stages:
+        deps = set(stage["deps"])
+        missing = {p for p in reads.samples | reads.data if p not in deps and not any(d.startswith(p + "/")
+                                                                                       for d in deps)}
+        assert not missing, f"{notebook.name} reads {sorted(missing)}, which its stage does not depend on"
+    for path in reads.samples:
+        makers = [n for n, s in declared.items() if any(next(iter(o)) == path for o in s["outs"])]
+        assert makers and all(n[:2] == path.split("/")[-1][:2] for n in makers), f"no stage makes {path}"
 
 
 def test_every_committed_output_belongs_to_exactly_one_stage():
@@ -151,6 +189,13 @@ def test_the_check_names_what_a_module_change_stales_and_what_was_edited_by_hand
     lock = yaml.safe_load((tmp_path / "dvc.lock").read_text())  # as if the notebook reached a file it did not
     notebook = "notebooks/02_frc.ipynb"
     lock["stages"]["02_frc"]["deps"] = [d for d in lock["stages"]["02_frc"]["deps"] if d["path"] != notebook]
+    # an output the stage declares but never made (not in the lock, not on disk: notebook 05's best program before
+    # its first run) makes the stage stale, not EDITED; a recorded output that was deleted is EDITED
+    figs = [next(iter(o)) for o in declared["02_frc"]["outs"] if next(iter(o)).startswith("figures/fig_")]
+    never_made, deleted = figs[0], figs[1]
+    lock["stages"]["02_frc"]["outs"] = [o for o in lock["stages"]["02_frc"]["outs"] if o["path"] != never_made]
+    (tmp_path / never_made).unlink()
+    (tmp_path / deleted).unlink()
     (tmp_path / "dvc.lock").write_text(yaml.safe_dump(lock, sort_keys=False))
     after = {s.name: s for s in collect(tmp_path)}
     assert after["02_frc"].changed_deps.get(notebook) == "newly reached"
@@ -159,9 +204,12 @@ def test_the_check_names_what_a_module_change_stales_and_what_was_edited_by_hand
     for name in set(declared) - users - {"02_frc"}:
         assert after[name].changed_deps == before[name].changed_deps, name
     assert table in after["02_frc"].edited_outs and table not in before["02_frc"].edited_outs
+    assert after["02_frc"].new_outs == [never_made] and never_made not in after["02_frc"].edited_outs
+    assert after["02_frc"].edited_outs.get(deleted) == "deleted"
     report = Report(list(after.values()))
     assert report.failed
     lines = describe(report)
     assert any(line.startswith("EDITED") and table in line for line in lines)
     assert any(line.startswith("STALE") and module in line for line in lines)
+    assert any(line.startswith("STALE   02_frc") and f"not yet made: {never_made}" in line for line in lines)
     print(json.dumps(lines, indent=1))

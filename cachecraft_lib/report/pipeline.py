@@ -1,8 +1,9 @@
 """The reproduction as a DVC pipeline: one stage per notebook (per board for notebook 08), written to ``dvc.yaml``.
 
 Each stage depends on its notebook, the library modules the notebook can reach and the files they read
-(``pipeline_deps``), the profile's model, and the committed outputs of a notebook it reads; its outputs are the
-committed files it writes (``pipeline_outs``), kept in git (``cache: false``). ``dvc.lock`` records their hashes,
+(``pipeline_deps``), the profile's model, and the committed outputs of another notebook that its cells name
+(``pipeline_reads``); its outputs are the committed files it writes (``pipeline_outs``) and those another
+notebook reads (even before their first commit), kept in git (``cache: false``). ``dvc.lock`` records their hashes,
 so ``dvc status`` (``make check-figures``) says which outputs are stale and why, and ``dvc repro``
 (``make reproduce``) reruns only those notebooks, through ``cachecraft reproduce --only``.
 
@@ -20,15 +21,13 @@ from pathlib import Path
 from ..paths import NOTEBOOKS, REPO
 from .pipeline_deps import data_files, module_files, notebook_modules, tracked_files
 from .pipeline_outs import notebook_outputs
+from .pipeline_reads import notebook_reads
 
 PROFILE = "cpu"  # the profile whose outputs are committed (paths.COMMITTED_PROFILE)
 DVC_YAML = "dvc.yaml"
 HEADER = ("# Written by `make pipeline` (python -m cachecraft_lib.report.pipeline) from the notebooks' imports: do not\n"
           "# edit by hand. docs/reproducing.md says what the stages are and how `make check-figures` reads them.\n")
 
-# committed outputs a notebook reads from another's run: notebook 07 scores notebook 05's best program (its run
-# folder is not committed; the per-iteration file that comes with it is)
-READS = {"07_arena": ("figures/samples/05_search_dynamics.csv.gz",)}
 # outputs that are measurements: a rerun records new timings, never the same bytes
 MEASUREMENTS = {"06_latency": "latency measured on this machine: a rerun records new timings"}
 # notebook 08 runs one arena round per board; a run draws a fresh round secret, so its test tables cannot be
@@ -83,13 +82,18 @@ def _cmd(stem: str, parameters: dict[str, str]) -> str:
     return f"python -m cachecraft_lib.cli reproduce --profile {PROFILE} --only {stem}{sets}"
 
 
-def notebook_stages(notebook: Path, tracked: set[str], root: Path = REPO) -> list[Stage]:
-    """The stage(s) of one notebook: one, or one per board whose files are committed (notebook 08)."""
+def notebook_stages(notebook: Path, tracked: set[str], root: Path = REPO,
+                    read_by_others: set[str] | None = None) -> list[Stage]:
+    """The stage(s) of one notebook: one, or one per board whose files are committed (notebook 08).
+    ``read_by_others``: files under figures/samples that other notebooks read (``pipeline_reads``): this
+    notebook's outputs whether committed yet or not, so DVC runs it before them."""
     rel = notebook.relative_to(root).as_posix()
     modules = notebook_modules(notebook, root)
+    reads = notebook_reads(notebook)
     deps = {rel} | module_files(modules, root) | _expand(data_files(modules, root, tracked), tracked)
-    deps |= set(READS.get(notebook.stem, ()))
-    outs = notebook_outputs(notebook, tracked)
+    deps |= reads.samples | _expand(reads.data, tracked)
+    mine = {p for p in read_by_others or () if p.rsplit("/", 1)[-1][:2] == notebook.stem[:2]}
+    outs = sorted(set(notebook_outputs(notebook, tracked)) | mine)
     kind, why = ("measurement", MEASUREMENTS[notebook.stem]) if notebook.stem in MEASUREMENTS else ("computed", "")
     if notebook.stem in ROUNDS:
         kind, why = "round", ROUNDS[notebook.stem]
@@ -110,7 +114,8 @@ def stages(root: Path = REPO) -> list[Stage]:
     """Every stage, in the notebooks' order."""
     tracked = tracked_files(root)
     notebooks = sorted((root / NOTEBOOKS.relative_to(REPO)).glob("[0-9][0-9]_*.ipynb"))
-    return [s for nb in notebooks for s in notebook_stages(nb, tracked, root)]
+    read = {p for nb in notebooks for p in notebook_reads(nb).samples}
+    return [s for nb in notebooks for s in notebook_stages(nb, tracked, root, read)]
 
 
 def render(all_stages: list[Stage]) -> str:

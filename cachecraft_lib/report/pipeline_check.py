@@ -1,8 +1,8 @@
 """``make check-figures`` / ``cachecraft reproduce --check``: which committed outputs are stale, and why, without a model.
 
 Reads ``dvc.yaml`` and ``dvc.lock`` through DVC and hashes the files they name (seconds). Three answers per stage:
-current; stale (a dependency changed since the lock: the files named, the notebooks upstream that rerun first);
-or EDITED (a committed output no longer matches the hash the lock recorded: changed by hand, or regenerated
+current; stale (a dependency changed since the lock: the files named, the notebooks upstream that rerun first;
+or an output the lock never recorded is not there yet, a file the stage writes since its last run); or EDITED (a committed output no longer matches the hash the lock recorded: changed by hand, or regenerated
 without the pipeline). Only EDITED outputs, or a ``dvc.yaml`` that no longer matches the notebooks' imports, make
 the check fail: a stale output is the normal state between a code change and the next ``make reproduce``.
 Measurements (notebook 06) and arena rounds (notebook 08, frozen) are reported as such.
@@ -28,13 +28,14 @@ class StageStatus:
     kind: str
     changed_deps: dict[str, str] = field(default_factory=dict)  # path -> modified / deleted / new
     edited_outs: dict[str, str] = field(default_factory=dict)
+    new_outs: list[str] = field(default_factory=list)  # declared, never made: not in dvc.lock, not on disk
     command_changed: bool = False
     upstream: list[str] = field(default_factory=list)  # stale stages whose outputs this one reads
     outs: int = 0
 
     @property
     def stale(self) -> bool:
-        return bool(self.changed_deps or self.command_changed or self.upstream)
+        return bool(self.changed_deps or self.command_changed or self.upstream or self.new_outs)
 
 
 @dataclass
@@ -66,7 +67,7 @@ def collect(root: Path = REPO) -> list[StageStatus]:
     from dvc.repo import Repo
 
     found: list[StageStatus] = []
-    locked = _locked_deps(root)
+    locked, locked_outs = _locked_deps(root), _locked_deps(root, "outs")
     with Repo(str(root)) as repo, repo.lock:
         stages = list(repo.index.stages)
         graph = repo.index.graph
@@ -75,8 +76,10 @@ def collect(root: Path = REPO) -> list[StageStatus]:
             entries = stage.status().get(stage.addressing, [])
             deps, outs, command = _changes(entries)
             deps = {p: c if p in locked.get(stage.name, ()) else "newly reached" for p, c in deps.items()}
+            new = sorted(p for p, c in outs.items() if c == "deleted" and p not in locked_outs.get(stage.name, ()))
+            outs = {p: c for p, c in outs.items() if p not in new}
             meta = stage.meta or {}
-            found.append(StageStatus(stage.name, meta.get("kind", "computed"), deps, outs, command,
+            found.append(StageStatus(stage.name, meta.get("kind", "computed"), deps, outs, new, command,
                                      outs=len(stage.outs)))
         by_name = {s.name: s for s in found}
         for stage in stages:
@@ -85,14 +88,15 @@ def collect(root: Path = REPO) -> list[StageStatus]:
     return found
 
 
-def _locked_deps(root: Path) -> dict[str, set[str]]:
-    """Each stage's dependencies as ``dvc.lock`` recorded them: one that is not there is new to the stage (the
-    notebook reaches a module it did not reach when its outputs were made), which DVC reports as modified."""
+def _locked_deps(root: Path, key: str = "deps") -> dict[str, set[str]]:
+    """Each stage's dependencies (``key="outs"``: outputs) as ``dvc.lock`` recorded them: a dependency that is not
+    there is new to the stage (the notebook reaches a module it did not reach when its outputs were made), which
+    DVC reports as modified; a missing output that is not there was never made (DVC says deleted)."""
     import yaml
 
     path = root / "dvc.lock"
     stages = (yaml.safe_load(path.read_text()) or {}).get("stages", {}) if path.is_file() else {}
-    return {name: {d["path"] for d in stage.get("deps", [])} for name, stage in stages.items()}
+    return {name: {d["path"] for d in stage.get(key, [])} for name, stage in stages.items()}
 
 
 def _ancestors(graph, stage) -> list:
@@ -114,6 +118,7 @@ def describe(report: Report) -> list[str]:
     for s in (s for s in report.stages if s.stale):
         why = [_grouped(change, sorted(p for p, c in s.changed_deps.items() if c == change))
                for change in sorted(set(s.changed_deps.values()))]
+        why += [f"not yet made: {', '.join(s.new_outs)}"] * bool(s.new_outs)
         why += ["its command changed"] * s.command_changed + [f"{u} reruns first" for u in s.upstream]
         shown = "; ".join(why)
         note = f" [{KIND_NOTE[s.kind]}]" if s.kind in KIND_NOTE else ""
