@@ -42,8 +42,10 @@ def _cmd_search(args: argparse.Namespace) -> int:
                                      population, seeds, args.structural, args.split_seed, args.top,
                                      selection.rule_text(args.split_seed, args.top), arena.ledger.events(),
                                      args.round, args.notes or "", author=args.author,
-                                     search_contexts=list(halves.search))
-        event = preregister.record_plan(arena.ledger, plan)  # before any child is evaluated
+                                     search_contexts=list(halves.search), controls=_planned_controls(args),
+                                     criteria=_planned_criteria(args, len(seeds), board.gate_threshold),
+                                     selection_contexts=list(halves.selection))
+        event = preregister.record_plan(arena.ledger, plan, reserve=True)  # before any child is evaluated
         print(f"plan recorded in {arena.ledger.path} (event {event['seq']}, plan hash {plan.digest()}, by "
               f"{args.author}); round {args.round}'s commitment: "
               f"{plan.round_commitment or 'none yet (drawn after this plan)'}")
@@ -64,6 +66,23 @@ def _cmd_search(args: argparse.Namespace) -> int:
     print("the selection-half score is the dev estimate (the search never saw those contexts); submit with "
           f"`cachecraft arena submit-search {' '.join(r for r in table.run)} --board {args.board}`")
     return 0
+
+
+def _planned_controls(args: argparse.Namespace) -> tuple[str, ...]:
+    """The controls the plan names: only what this command will really run (a plan must not promise a control it
+    skips): random search with ``--controls``. The seed program's test look is notebook 08's (``score_controls``)."""
+    from ..search.plan_comparisons import RANDOM_CONTROL
+
+    return (RANDOM_CONTROL,) if args.controls else ()
+
+
+def _planned_criteria(args: argparse.Namespace, seeds: int, gate_threshold: float) -> tuple:
+    """Issue 56's pass criteria for the board, kept to those against a comparator or a control this plan runs."""
+    from ..search import plan_criteria
+    from ..search.plan_comparisons import DEFAULT_COMPARATORS
+
+    named = set(DEFAULT_COMPARATORS) | set(_planned_controls(args))
+    return tuple(c for c in plan_criteria.issue56(args.board, seeds, gate_threshold) if c.against in named)
 
 
 def _random_controls(args: argparse.Namespace, arena: Any, seed: str, runs: list[tuple[int, Path]],
