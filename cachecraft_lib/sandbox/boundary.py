@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import bwrap, seccomp, uids
+from . import bwrap, libraries, resident, seccomp, uids
 from .cgroup_mode import NO_CGROUP_ENV, CgroupMode, detect
 
 RUNTIME = Path(__file__).with_name("runtime")
@@ -71,7 +71,7 @@ def _probe() -> tuple[str | None, int]:
             bwrap.prepare_stage()
         inside, _ = bwrap.interpreter()
         spec = bwrap.launch(exe, _mounts(()), [inside, "-I", "-S", "-c", PROBE, "/sandbox/runtime", "/sandbox/site"],
-                            None, None, uid)
+                            None, None, uid, *_libraries_inside())
         argv = list(spec.argv)
         at = argv.index("--remount-ro")
         argv[at:at] = ["--proc", "/proc"]  # the probe alone (trusted code) reads its own statm
@@ -122,41 +122,88 @@ class Boundary:
             paths = [str(RUNTIME), *dict.fromkeys(str(p.parent) for p in files), str(_numpy_dirs()[0].parent)]
             return bwrap.Launch([here, "-I", "-S", str(RUNTIME / "serve.py"), *paths], dict(CHILD_ENV), enter)
         tail = [inside, "-I", "-S", "/sandbox/runtime/serve.py", "/sandbox/runtime", "/sandbox/site"]
-        return bwrap.launch(bwrap.find(), _mounts(files), tail, enter, seccomp_fd, uid)
+        keep_resident(files)
+        return bwrap.launch(bwrap.find(), _mounts(files), tail, enter, seccomp_fd, uid, *_libraries_inside())
 
 
 def plan(allow_weak: bool = False) -> Boundary:
     """The boundary this machine gives, or ``BoundaryUnavailable`` (fail closed, module doc)."""
     missing = missing_parts()
     if missing and not weak_allowed(allow_weak):
-        lines = "\n".join(f"  - {part}: {why}" for part, why in sorted(missing.items()))
-        raise BoundaryUnavailable(
-            "the sandbox for untrusted code cannot be set up, so nothing was run:\n"
-            f"{lines}\nRun `cachecraft doctor` to see what this machine gives and what to install. To run anyway "
+        parts = "; ".join(f"{part}: {why}" for part, why in sorted(missing.items()))
+        raise BoundaryUnavailable(  # one line: the CLI prints it as its `error: ...`
+            f"the sandbox for untrusted code cannot be set up, so nothing was run ({parts}). "
+            "Run `cachecraft doctor` to see what this machine gives and what to install. To run anyway "
             f"behind a weaker boundary (recorded with every result), pass --allow-weak-sandbox or set {WEAK_ENV}=1.")
     return Boundary(bwrap="bwrap" not in missing, seccomp="seccomp" not in missing, cgroup=detect(),
                     missing=missing, vm_bytes=_probe()[1] if "bwrap" not in missing else 0)
 
 
 def _mounts(files: tuple[Path, ...]) -> list[tuple[Path, str]]:
-    """(host path, path under /sandbox): the interpreter and its standard library, the runtime, numpy and
-    ``files``; the prefix's other files stay out (its ``bin`` scripts' and build files name the host's paths)."""
+    """(host path, path under /sandbox): the interpreter and its standard library, the runtime, numpy,
+    ``files`` and the libraries found outside the system's folders (``libraries.PRIVATE``: the interpreter's
+    ``libpython`` in its prefix, say); the prefix's other files stay out (its ``bin`` scripts' and build files name
+    the host's paths)."""
     mounts = [*_interpreter_mounts(), (RUNTIME, "runtime")]
     mounts += [(folder, f"site/{folder.name}") for folder in _numpy_dirs()]
-    return mounts + [(Path(path), f"site/{Path(path).name}") for path in files]
+    mounts += [(Path(path), f"site/{Path(path).name}") for path in files]
+    return mounts + [(path, f"{libraries.PRIVATE}/{name}") for name, path in sorted(_libraries().private.items())]
+
+
+def _stdlib() -> Path:
+    return Path(os.__file__).resolve().parent
+
+
+def _hidden() -> list[Path]:
+    """What in the standard library's folder names the host or is never the sandbox's to read: the global
+    ``site-packages`` (the host's installed packages), the build's ``config-*`` folder and ``_sysconfigdata*.py``
+    (the prefix's path, compiler flags), and the test suite (half the folder's bytes, for ``resident``)."""
+    stdlib = _stdlib()
+    hidden = [stdlib / "site-packages", stdlib / "test", *stdlib.glob("config-*"), *stdlib.glob("_sysconfigdata*.py")]
+    return [path for path in hidden if path.exists()]
 
 
 def _interpreter_mounts() -> list[tuple[Path, str]]:
-    """The executable and the standard library under ``/sandbox/python``, with what names the host hidden: the
-    global ``site-packages`` (the host's installed packages), the build's ``config-*`` folder and
-    ``_sysconfigdata*.py`` (the prefix's path, compiler flags) are covered by an empty folder or file."""
+    """The executable and the standard library under ``/sandbox/python``, with ``_hidden`` covered by an empty
+    folder or file."""
     prefix = Path(os.path.realpath(sys.base_prefix))
     _, here = bwrap.interpreter()
-    stdlib = Path(os.__file__).resolve().parent
+    stdlib = _stdlib()
     rel = f"python/{stdlib.relative_to(prefix)}"
     mounts = [(Path(here), f"python/{Path(here).relative_to(prefix)}"), (stdlib, rel)]
-    hidden = [stdlib / "site-packages", *stdlib.glob("config-*"), *stdlib.glob("_sysconfigdata*.py")]
-    return mounts + [(_empty(path.is_dir()), f"{rel}/{path.name}") for path in hidden if path.exists()]
+    return mounts + [(_empty(path.is_dir()), f"{rel}/{path.name}") for path in _hidden()]
+
+
+@functools.lru_cache(maxsize=1)
+def _libraries() -> libraries.Libraries:
+    """The shared libraries the interpreter, the standard library's extension modules and numpy load (once)."""
+    stdlib, numpy_dirs = _stdlib(), _numpy_dirs()
+    objects = [Path(bwrap.interpreter()[1]), *sorted(stdlib.glob("lib-dynload/*.so"))]
+    objects += sorted(p for folder in numpy_dirs for p in folder.rglob("*.so*") if p.is_file())
+    return libraries.resolve(objects, [stdlib, *numpy_dirs])
+
+
+def _libraries_inside() -> tuple[tuple[tuple[Path, str], ...], str | None]:
+    """bwrap.launch's ``system`` (host file, path inside) and ``lib_path`` (``/sandbox/lib`` when it holds any)."""
+    found = _libraries()
+    lib_path = f"/sandbox/{libraries.PRIVATE}" if found.private else None
+    return tuple((path, inside) for inside, path in sorted(found.system.items())), lib_path
+
+
+@functools.lru_cache(maxsize=1)
+def _resident() -> resident.Resident:
+    """The files every sandbox can read, mapped once to be kept in the page cache (``resident.py``)."""
+    found = _libraries()
+    tops = [Path(bwrap.interpreter()[1]), _stdlib(), *_numpy_dirs(), *found.system.values(), *found.private.values()]
+    return resident.Resident(resident.files_under(tops, set(_hidden())))
+
+
+def keep_resident(files: tuple[Path, ...]) -> int:
+    """Before a sandbox starts: every page it can read in the page cache (the shared set through ``_resident``;
+    the runtime's and the layer's few files, which the host may rewrite, read whole); the pages brought in."""
+    for path in resident.files_under([RUNTIME, *files], set()):
+        path.read_bytes()
+    return _resident().ensure()
 
 
 @functools.lru_cache(maxsize=2)

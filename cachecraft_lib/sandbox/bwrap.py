@@ -77,9 +77,12 @@ class Launch:
 
 
 def launch(exe: Path, mounts: list[tuple[Path, str]], tail: list[str], enter: Callable[[], None] | None,
-           seccomp_fd: int | None, uid: int | None) -> Launch:
+           seccomp_fd: int | None, uid: int | None, system: tuple[tuple[Path, str], ...] = (),
+           lib_path: str | None = None) -> Launch:
     """bubblewrap running ``tail`` (the interpreter's argv inside) with ``mounts`` (host path, path under
-    ``/sandbox``) read-only; ``enter`` (the cgroup) runs first in the child; ``uid``: drop to it (root only)."""
+    ``/sandbox``) read-only; ``enter`` (the cgroup) runs first in the child; ``uid``: drop to it (root only);
+    ``system``: the system libraries (host file, the path inside: ``libraries.py``), bound by bubblewrap itself
+    (readable by any uid); ``lib_path``: the sandbox's ``LD_LIBRARY_PATH`` (a path under ``/sandbox``)."""
     libs = library_dir(exe) if exe.is_relative_to(CARRIED) or os.environ.get(BWRAP_ENV) else None
     if uid is not None:
         staged = [(exe, "bin/bwrap"), *([(libs, "lib")] if libs else []), *mounts]
@@ -88,7 +91,8 @@ def launch(exe: Path, mounts: list[tuple[Path, str]], tail: list[str], enter: Ca
         preexec = functools.partial(_stage_and_drop, enter, [(str(s), str(STAGE / r)) for s, r in staged], uid)
     else:
         binds, preexec = [(src, rel) for src, rel in mounts], enter
-    argv = [str(exe), *namespace_args(), *bind_args(binds)]
+    argv = [str(exe), *namespace_args(), *(["--setenv", "LD_LIBRARY_PATH", lib_path] if lib_path else []),
+            *bind_args(binds, system)]
     if seccomp_fd is not None:
         argv += ["--seccomp", str(seccomp_fd)]
     env = {**CHILD_ENV, **({"LD_LIBRARY_PATH": str(libs)} if libs else {})}
@@ -101,14 +105,16 @@ def namespace_args() -> list[str]:
             *[a for k, v in CHILD_ENV.items() for a in ("--setenv", k, v)], "--cap-drop", "ALL", "--chdir", "/"]
 
 
-def bind_args(binds: list[tuple[Path, str]]) -> list[str]:
-    """Read-only binds (system libraries, ``binds`` under ``/sandbox``), the devices, then a read-only root."""
+def bind_args(binds: list[tuple[Path, str]], system: tuple[tuple[Path, str], ...] = ()) -> list[str]:
+    """Read-only binds (the system libraries' folders' links, each library ``system`` names, ``binds`` under
+    ``/sandbox``), the devices, then a read-only root. The library folders are not bound whole: their gigabytes
+    were one page cache shared by every sandbox (``libraries.py``)."""
     args: list[str] = []
     for path in SYSTEM_LIBS:
         if os.path.islink(path):
             args += ["--symlink", os.readlink(path), path]
-        elif os.path.isdir(path):
-            args += ["--ro-bind", path, path]
+    for src, inside in system:
+        args += ["--ro-bind", str(src), inside]
     for src, rel in binds:
         args += ["--ro-bind", str(src), f"/sandbox/{rel}"]
     args += ["--dir", "/dev"]
