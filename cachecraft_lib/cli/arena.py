@@ -1,9 +1,8 @@
 """``cachecraft arena ...``: the arena's boards, baselines, submissions, leaderboard and reveal.
 
-Every verb takes ``--profile`` (default cpu) and ``--root`` (default ``data/results/arena/<profile>``, where the
-ledger and results live). Bad input (an unknown board, a bad folder, a missing secret, a corrupt ledger) is
-reported with what to do, exit status 2, and nothing already recorded is touched.
-"""
+Every verb takes ``--profile`` and ``--root`` (default ``data/results/arena/<profile>``: ledger and results). Bad
+input (an unknown board, a bad folder, a missing secret, a corrupt ledger) or a missing sandbox (checked first where
+a verb runs code) is one ``error:`` line, exit status 2, and nothing already recorded is touched."""
 
 from __future__ import annotations
 
@@ -13,6 +12,7 @@ import sys
 from pathlib import Path
 
 from ..arena.boards.boards import board_help
+from .doctor import SANDBOXED, boundary_first
 
 BOARD_HELP = board_help()
 
@@ -272,7 +272,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         p.add_argument("--profile", default="cpu", choices=sorted(PROFILES),
                        help="the profile whose boards and model to use (default cpu)")
         p.add_argument("--root", help="arena folder: ledger and results (default data/results/arena/<profile>)")
-        p.set_defaults(func=_guard(func))
+        p.set_defaults(func=_guard(boundary_first(func) if name in SANDBOXED else func))
         return p
 
     from .arena_init import add_init_verb  # `arena init`: key, generated secret, round commitment

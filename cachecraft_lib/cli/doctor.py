@@ -5,6 +5,27 @@ from __future__ import annotations
 import argparse
 import json
 
+SANDBOXED = ("dev", "submit", "search", "submit-search", "judge")  # arena verbs that run a submission's or program's code
+
+
+def require_boundary(args: argparse.Namespace) -> None:
+    """Before an arena verb that runs untrusted code does anything (loads a model, records a plan, writes the
+    ledger): ``BoundaryUnavailable`` where the sandbox cannot be set up, which the verb prints as one ``error:``
+    line naming what is missing and this command (a trusted ``baseline:NAME`` needs no sandbox)."""
+    if str(getattr(args, "folder", "")).startswith("baseline:"):
+        return
+    from ..sandbox.boundary import plan
+
+    plan(bool(getattr(args, "allow_weak_sandbox", False)))
+
+
+def boundary_first(func):
+    """``func`` (an arena verb) after ``require_boundary``."""
+    def run(args: argparse.Namespace):
+        require_boundary(args)
+        return func(args)
+    return run
+
 
 def run(args: argparse.Namespace) -> int:
     from ..sandbox.diagnose import diagnose, report

@@ -37,6 +37,9 @@ def _cmd_evolve(args: argparse.Namespace) -> int:
 
     profile = get_profile(args.profile)
     check_board("cachecraft evolve", args.board, args.profile)
+    if (missing := _boundary_missing()) is not None:
+        print(f"error: {missing}", file=sys.stderr)
+        return 2
     seed = seed_program(args)
     board = f"_board{args.board}" if args.board else ""
     out = Path(args.out) if args.out else DATA / "results" / "search" / f"{profile.name}_{seed}_{args.mutator}{board}"
@@ -63,6 +66,18 @@ def _cmd_evolve(args: argparse.Namespace) -> int:
         print(f"cachecraft evolve: the search stopped: {failure}")
         return 1
     return 0
+
+
+def _boundary_missing() -> str | None:
+    """Why the sandbox the candidates run in cannot be set up here (None: it can), asked before the model loads
+    and the search starts in a fresh process, whose failure would be a traceback."""
+    from ..sandbox.boundary import BoundaryUnavailable, plan
+
+    try:
+        plan()
+    except BoundaryUnavailable as err:
+        return str(err)
+    return None
 
 
 def _report_llm_run(out: Path) -> None:
