@@ -15,7 +15,7 @@ import os
 import pwd
 from dataclasses import asdict, dataclass, field
 
-from . import boundary, bwrap, cgroup_mode, seccomp
+from . import boundary, bwrap, cgroup_mode, seccomp, uids
 
 LEVELS = {boundary.FULL: "full v1", boundary.FULL_V2: "full v2", boundary.NO_CGROUP: "whole, no cgroup"}
 
@@ -68,6 +68,26 @@ def _cgroup_advice(mode: cgroup_mode.CgroupMode, euid: int) -> list[str]:
             f"(Why none now: {mode.why})"]
 
 
+def _uid_advice(root: bool) -> list[str]:
+    """What the organiser must make sure of about the uids the sandboxes run as (one line, two where the reserved
+    range is in use on this host)."""
+    if not root:
+        return [f"the sandboxes run as this harness's uid {os.geteuid()} (an unprivileged harness cannot change "
+                "uid; bubblewrap maps only it, so no /etc/subuid or /etc/subgid entry is needed): give the harness an "
+                "account of its own, so that its sandboxes share per-user counts with nothing else; the reserved "
+                f"range {uids.range_text()} is used only by a root harness"]
+    lines = [f"as root: no account, group, service (DynamicUser), /etc/subuid or /etc/subgid range and no "
+             f"container's mapped user may use uids {uids.range_text()}: each sandbox runs as one of them and a host "
+             f"process with the same uid could read its memory and share its per-user counts (set {uids.UIDS_ENV}="
+             "FIRST-LAST to a free range otherwise)"]
+    found = uids.conflicts()
+    if found:
+        lines.append(f"in use in that range now: {'; '.join(found[:8])}{' ...' if len(found) > 8 else ''} (a uid with "
+                     "an account or a running process is skipped when leasing; the /etc/subuid and /etc/subgid "
+                     "ranges are not: move them or the range)")
+    return lines
+
+
 def diagnose() -> Diagnosis:
     """This machine's boundary (``boundary.plan`` with weakening allowed, so it never raises) and advice."""
     plan = boundary.plan(allow_weak=True)
@@ -79,8 +99,9 @@ def diagnose() -> Diagnosis:
         "seccomp": plan.missing.get("seccomp") or "ok (default-deny allowlist, libseccomp)",
         "cgroup": {"v1": "ok (cgroup v1)", "v2": f"ok (cgroup v2, delegated: {mode.parent})",
                    "scope": "ok (cgroup v2, systemd user scope)"}.get(mode.kind, f"none: {mode.why}"),
-        "uid outside": (f"{uid} (the harness is root; the sandbox runs as this unprivileged uid)" if uid is not None
-                        else f"{os.geteuid()} (the harness's own, unprivileged)"),
+        "uid outside": (f"one per sandbox, leased from {uids.range_text()} (the harness is root; {uids.UIDS_ENV}="
+                        "FIRST-LAST changes the range)" if uid is not None else
+                        f"{os.geteuid()} (the harness's own, unprivileged: every sandbox runs as it)"),
     }
     advice = []
     if "bwrap" in plan.missing:
@@ -89,6 +110,7 @@ def diagnose() -> Diagnosis:
         advice.append(f"seccomp: {seccomp.missing()}")
     if mode.kind is None:
         advice += _cgroup_advice(mode, os.geteuid())
+    advice += _uid_advice(uid is not None)
     if "bwrap" in plan.missing or "seccomp" in plan.missing:
         advice.append(f"until then nothing untrusted runs; to run anyway behind a weaker boundary (recorded with "
                       f"every result) pass --allow-weak-sandbox or set {boundary.WEAK_ENV}=1")

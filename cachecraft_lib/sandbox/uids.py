@@ -28,6 +28,7 @@ from pathlib import Path
 UIDS_ENV = "CACHECRAFT_SANDBOX_UIDS"  # FIRST-LAST: the uids a root harness leases one per sandbox
 DEFAULT_RANGE = (1879048192, 1879048192 + 65535)  # 0x70000000 + 64 Ki: unused by systemd's documented ranges
 LEASES = Path("/run/cachecraft-sandbox-uids")
+SUBID_FILES = ("/etc/subuid", "/etc/subgid")  # ranges handed to users' rootless containers (podman, ...)
 
 
 def uid_range() -> tuple[int, int]:
@@ -39,8 +40,8 @@ def uid_range() -> tuple[int, int]:
         first, last = (int(part) for part in given.split("-", 1))
     except ValueError:
         raise ValueError(f"{UIDS_ENV}={given!r} is not FIRST-LAST (two uids)") from None
-    if not 0 < first <= last < 2**32 - 1 or first <= 65534 <= last:
-        raise ValueError(f"{UIDS_ENV}={given!r}: uids between 1 and 2^32-2, not including nobody (65534)")
+    if not 0 < first <= last < 2**31 or first <= 65534 <= last:  # bubblewrap writes the uid map with %d: 2^31 and
+        raise ValueError(f"{UIDS_ENV}={given!r}: uids between 1 and 2^31-1, not including nobody (65534)")  # up fail
     return first, last
 
 
@@ -81,6 +82,51 @@ def lease_uid(tries: int = 64) -> UidLease | None:
             continue
         return UidLease(uid, fd)
     raise OSError(f"no free uid in {first}-{last} after {tries} tries; widen {UIDS_ENV}")
+
+
+def range_text() -> str:
+    """The range in words, as ``cachecraft doctor`` names it."""
+    first, last = uid_range()
+    return f"{first}-{last} ({last - first + 1} uids)"
+
+
+def conflicts() -> list[str]:
+    """What on this host already uses a uid (or the same gid: a sandbox's gid is its uid) of the range: accounts,
+    groups, ``/etc/subuid``/``/etc/subgid`` ranges (a user's containers may run as them) and running processes."""
+    import grp
+
+    first, last = uid_range()
+    inside = range(first, last + 1)
+    found = [f"account {p.pw_name} (uid {p.pw_uid})" for p in pwd.getpwall() if p.pw_uid in inside]
+    found += [f"group {g.gr_name} (gid {g.gr_gid})" for g in grp.getgrall() if g.gr_gid in inside]
+    for path in SUBID_FILES:
+        try:
+            lines = Path(path).read_text().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            parts = line.strip().split(":")
+            if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
+                start, count = int(parts[1]), int(parts[2])
+                if start <= last and start + count - 1 >= first:
+                    found.append(f"{path}: {parts[0]} holds {start}-{start + count - 1}")
+    found += [f"a process as uid {uid}" for uid in sorted(_running_uids()) if uid in inside and not _leased(uid)]
+    return found
+
+
+def _leased(uid: int) -> bool:
+    """Whether a harness holds ``uid``'s lease now (its process is a sandbox, not a conflict)."""
+    try:
+        fd = os.open(LEASES / str(uid), os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # drops the lock if it was taken
+    return False
 
 
 def _has_account(uid: int) -> bool:
