@@ -67,11 +67,14 @@ for m in ${MODES:-organiser-user-session root-delegated}; do
     root-delegated) run_as_root_delegated root-delegated ;;
   esac
 done
-# (c) root in a cgroup it was not given (this service's): what doctor says there
-echo "== plain root, no delegation: cachecraft doctor"
-(cd "$CHECKOUT" && .venv/bin/cachecraft doctor; echo "SUMMARY root-not-delegated: doctor: $(.venv/bin/cachecraft doctor --json | .venv/bin/python -c 'import json,sys; d=json.load(sys.stdin); print(d["level"], "(" + d["boundary"] + ")")')")
-# then `arena dev` in the modes that run it (slow under emulation: last, so that the suites always ran)
+# (c) root in a cgroup it was not given (this service's): what doctor says there (run.sh asks in one boot only)
+if [ "${PLAIN_DOCTOR:-1}" = 1 ]; then
+  echo "== plain root, no delegation: cachecraft doctor"
+  (cd "$CHECKOUT" && .venv/bin/cachecraft doctor; echo "SUMMARY root-not-delegated: boundary $(.venv/bin/cachecraft doctor --json | .venv/bin/python -c 'import json,sys; d=json.load(sys.stdin); print(d["level"], "(" + d["boundary"] + ")")') (doctor only)")
+fi
+# then `arena dev` in this boot's modes that run it (slow under emulation: last, so that the suites always ran)
 for m in $ARENA_MODES; do
+  case " ${MODES:-organiser-user-session root-delegated} " in *" $m "*) ;; *) continue ;; esac
   case $m in
     organiser-user-session) run_as_organiser organiser-user-session arena ;;
     root-delegated) run_as_root_delegated root-delegated arena ;;

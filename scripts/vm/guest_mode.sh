@@ -27,5 +27,6 @@ t0=$(date +%s)
 .venv/bin/python -m pytest -v -p no:cacheprovider -rfE --basetemp="/tmp/pytest-$name" $SUITES 2>&1 | tee "/tmp/pytest-$name.log"
 status=${PIPESTATUS[0]}
 tests=$(grep -E '(passed|failed|error).* in [0-9.]+s' "/tmp/pytest-$name.log" | tail -1 | tr -d '=' | xargs)
-echo "SUMMARY $name: doctor: $found; tests: ${tests:-none ran} ($(( $(date +%s) - t0 )) s, $(cat /proc/self/cgroup | cut -d: -f3))"
+echo "SUMMARY $name: boundary $found; suites: $(echo $SUITES | wc -w) files, ${tests:-none ran}; exit $status" \
+     "($(( $(date +%s) - t0 )) s, cgroup $(cut -d: -f3 /proc/self/cgroup))"
 exit "$status"
