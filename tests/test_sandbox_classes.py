@@ -216,13 +216,29 @@ def test_the_per_user_limits_are_the_sandboxs_own_and_small(tmp_path):
 
 
 # -------------------------------------------------------------------- a failed child restarts (class 9)
-def test_a_failed_child_is_restarted_for_the_next_call(tmp_path):
-    sandbox = method_box(tmp_path, "arena_fail_on_layer0")
+def _whole(sandbox, **scalars):
+    """The whole-cache call on a cache of ``layer + 1`` layers (the method fails on a cache of one)."""
+    from cachecraft_lib.arena.submissions.whole_cache import pack
+
+    n = scalars["layer"] + 1
+    return sandbox.call_whole(pack([layer_arrays()] * n), **{**scalars, "layer": 0, "n_layers": n})["out.0"]
+
+
+RESTARTING = {"call": lambda sandbox, **scalars: sandbox.call(layer_arrays(), **scalars),
+              "call_whole": _whole,
+              "request": lambda sandbox, **scalars: sandbox.request("score", layer_arrays(), **scalars)["out"]}
+
+
+@pytest.mark.parametrize("path", sorted(RESTARTING))
+def test_a_failed_child_is_restarted_for_the_next_call(tmp_path, path):
+    """Each of MethodSandbox's three ways in (a layer's call, the whole-cache call, another hook's request) closes
+    a child whose method failed and starts a fresh one for the next call."""
+    sandbox, run = method_box(tmp_path, "arena_fail_on_layer0"), RESTARTING[path]
     with sandbox:
         with pytest.raises(SubmissionError, match="fails on layer 0 only"):
-            sandbox.call(layer_arrays(), **SCALARS)
+            run(sandbox, **SCALARS)
         assert not sandbox.alive  # a failed method is not trusted with another call in the same process
-        answer = sandbox.call(layer_arrays(), **{**SCALARS, "layer": 1})
+        answer = run(sandbox, **{**SCALARS, "layer": 1})
         assert answer.shape == (2, 48) and sandbox.alive
 
 
