@@ -6,7 +6,7 @@
 # (.ci/run); run it yourself the same way. About 1-2 minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SUITES=(tests/test_sandbox_hostile.py tests/test_sandbox_boundary.py tests/test_sandbox_classes.py)
+SUITES=(tests/test_sandbox_hostile.py tests/test_sandbox_boundary.py tests/test_sandbox_classes.py tests/test_sandbox_files.py)
 # the per-evaluation wall budget is the arena's bookkeeping (press.py), the same in every mode, and slow to import
 PYTEST=(.venv/bin/python -m pytest -q -x -p no:cacheprovider "${SUITES[@]}" -k "not per_evaluation_not_per_context")
 start=$(date +%s)

@@ -13,7 +13,8 @@ with the arguments named there; ``ENOSYS`` lists calls the C library falls back 
 Issue 57's red team took out what reaches past the sandbox's own process: shared futexes (only private ones: two
 sandboxes signalled each other through waits on a page both map read-only), page-cache probes (``preadv2`` only
 without flags, ``RWF_NOWAIT`` told which pages other sandboxes had read; ``madvise`` only with advice about the
-process's own memory, not eviction or read-ahead), and the calls that name host facts (``uname``: the kernel;
+process's own memory, not eviction or read-ahead), the host's huge-page pool (``mmap`` without ``MAP_HUGETLB``),
+and the calls that name host facts (``uname``: the kernel;
 ``statfs``/``fstatfs``: the disk, and the memory through the root tmpfs's size; ``sched_getaffinity``: the CPUs;
 ``times``: the uptime): numpy's import asks ``uname`` and OpenBLAS the CPUs, so these are ``START_ONLY``, refused
 by the run filter the runtime installs once numpy is loaded, before any untrusted code.
@@ -25,8 +26,8 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     # the interpreter starting (bubblewrap installs the filter just before it execs Python; the run filter
     # refuses exec once the runtime is up), leaving, and bubblewrap's init reaping it
     "start and exit": ("execve", "exit", "exit_group", "wait4", "waitid"),
-    # memory: the allocator, numpy's buffers, mapped shared libraries (madvise: CONDITIONAL)
-    "memory": ("brk", "mmap", "munmap", "mremap", "mprotect"),
+    # memory: the allocator, numpy's buffers, mapped shared libraries (mmap, madvise: CONDITIONAL)
+    "memory": ("brk", "munmap", "mremap", "mprotect"),
     # reading the read-only files mounted in (the interpreter, the standard library, numpy, the layer);
     # writes go to the reply pipe and /dev/null (the filesystem is read-only: opens for writing fail there)
     # (preadv2: CONDITIONAL; statfs/fstatfs: START_ONLY)
@@ -69,6 +70,7 @@ PRCTL_OPTIONS = {"PR_GET_DUMPABLE": 3, "PR_GET_NAME": 16, "PR_GET_SECCOMP": 21,
 MADVISE_ADVICE = {"MADV_NORMAL": 0, "MADV_RANDOM": 1, "MADV_SEQUENTIAL": 2, "MADV_DONTNEED": 4, "MADV_FREE": 8,
                   "MADV_DONTFORK": 10, "MADV_DOFORK": 11, "MADV_HUGEPAGE": 14, "MADV_NOHUGEPAGE": 15,
                   "MADV_DONTDUMP": 16, "MADV_DODUMP": 17}
+MAP_HUGETLB = 0x40000  # a page of the host's huge-page pool: one pool for every process, its free count a channel
 FUTEX_PRIVATE_FLAG = 128  # a private futex is keyed by the process's own address space: no other process meets it
 CLONE_THREAD = 0x00010000
 # CLONE_NEWNS ... CLONE_NEWNET and CLONE_NEWTIME: never, not even with CLONE_THREAD
@@ -87,6 +89,9 @@ CONDITIONAL: tuple[tuple[str, int, int, int], ...] = (
     ("clone", 0, CLONE_THREAD | CLONE_NAMESPACES, CLONE_THREAD),
     # futexes of this process only: a shared one (on a file page two sandboxes map) is a channel between them
     ("futex", 1, FUTEX_PRIVATE_FLAG, FUTEX_PRIVATE_FLAG),
+    # any mapping but one from the host's huge-page pool (nr_hugepages: shared by every process, so what one sandbox
+    # holds another can count by trying; nothing the runtime or numpy does asks for one)
+    ("mmap", 3, MAP_HUGETLB, 0),
     # a plain positioned read; RWF_NOWAIT (fails on a page not in the host's page cache) probes other readers
     ("preadv2", 5, 0xFFFFFFFF, 0),
     *(("madvise", 2, 0xFFFFFFFF, advice) for advice in MADVISE_ADVICE.values()),

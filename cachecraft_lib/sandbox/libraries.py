@@ -126,7 +126,10 @@ def resolve(objects: list[Path], bound: list[Path]) -> Libraries:
         if os.path.realpath(path) in seen:
             continue
         seen.add(os.path.realpath(path))
-        elf = read_elf(Path(os.path.realpath(path)))
+        try:
+            elf = read_elf(Path(os.path.realpath(path)))
+        except (OSError, ValueError, struct.error):  # unreadable or not ELF: the sandbox's loader will say so
+            continue
         if elf.interp:
             where = os.path.join(os.path.realpath(os.path.dirname(elf.interp)), os.path.basename(elf.interp))
             found.system[where] = Path(os.path.realpath(elf.interp))

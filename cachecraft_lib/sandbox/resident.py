@@ -11,11 +11,12 @@ reclaims only pages charged to it, and the harness touched these first; without 
 press the host), so what it reads is always cached, whichever sandbox read it before.
 
 How: the files are mapped once per process side by side in one reserved region (``MADV_DONTFORK``: children do
-not copy it; about 1.3 s here for 5,489 files, 204 MB), and ``ensure`` reads one byte of every page of it: where
-the page is there that is a memory read (0.4-0.6 ms for all of them here), where it left the cache a fault brings
-it back. (``mincore`` would say which pages are missing, but only to root: another user's answers "resident"
-for a file it may not write; ``missing`` is root's view, for tests.) A file of the set truncated while mapped
-would end the harness with SIGBUS: these are the interpreter's and numpy's own files.
+not copy it; about 1 s here for 5,489 files, 204 MB). As root, ``ensure`` asks ``mincore`` which pages the cache
+lacks (one call, about 4 ms here) and reads a byte of each; another user's ``mincore`` answers "resident" for a
+file it may not write, so there it reads a byte of every page, 16 MB at a time (about 16 ms here, loaded). Either
+way the pages' entries in the harness's page tables are dropped after (``MADV_DONTNEED``: the page cache keeps
+the pages), so the harness's resident size, which the search reports, does not grow by the set. A file of the set
+truncated while mapped would end the harness with SIGBUS: these are the interpreter's and numpy's own files.
 """
 
 from __future__ import annotations
@@ -30,8 +31,9 @@ import numpy as np
 
 PAGE = mmap.PAGESIZE
 PROT_NONE, PROT_READ = 0, 1
-MAP_SHARED, MAP_PRIVATE, MAP_FIXED, MAP_ANONYMOUS, MAP_NORESERVE, MAP_POPULATE = 1, 2, 0x10, 0x20, 0x4000, 0x8000
-MADV_DONTFORK = 10
+MAP_SHARED, MAP_PRIVATE, MAP_FIXED, MAP_ANONYMOUS, MAP_NORESERVE = 1, 2, 0x10, 0x20, 0x4000
+MADV_DONTNEED, MADV_DONTFORK = 4, 10
+CHUNK = 16 << 20  # bytes read before their page-table entries are dropped (the harness's resident size's peak)
 
 
 def _libc() -> ctypes.CDLL:
@@ -68,12 +70,12 @@ class Resident:
     spans: dict[Path, tuple[int, int]] = field(default_factory=dict)  # file -> (address, bytes) in the region
 
     def __post_init__(self) -> None:
-        libc = _libc()
-        sizes = [(path, -(-path.stat().st_size // PAGE)) for path in self.files]
+        # one the harness cannot read, the sandbox (its own uid, or a leased one) cannot read either
+        sizes = [(path, -(-path.stat().st_size // PAGE)) for path in self.files if os.access(path, os.R_OK)]
         self.pages = sum(n for _, n in sizes)
         if not self.pages:
             return
-        total = self.pages * PAGE
+        libc, total = _libc(), self.pages * PAGE
         region = libc.mmap(None, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
         if region in (None, ctypes.c_void_p(-1).value):
             raise OSError(ctypes.get_errno(), "no address space for the sandbox's readable files")
@@ -81,7 +83,7 @@ class Resident:
         for path, n in sizes:
             fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
             try:
-                got = libc.mmap(at, n * PAGE, PROT_READ, MAP_SHARED | MAP_FIXED | MAP_POPULATE, fd, 0)
+                got = libc.mmap(at, n * PAGE, PROT_READ, MAP_SHARED | MAP_FIXED, fd, 0)
             finally:
                 os.close(fd)
             if got != at:
@@ -91,6 +93,7 @@ class Resident:
         libc.madvise(region, total, MADV_DONTFORK)
         self.address = region
         self._view = np.frombuffer((ctypes.c_ubyte * total).from_address(region), np.uint8)
+        self.ensure()
 
     def missing(self) -> np.ndarray | None:
         """The pages not in the page cache (their indices), or None where ``mincore`` cannot tell (not root)."""
@@ -102,8 +105,18 @@ class Resident:
         return np.flatnonzero((np.frombuffer(vector.raw, np.uint8) & 1) == 0)
 
     def ensure(self) -> int:
-        """Bring every page of the set into the page cache (a read per page: a fault only where one is not there);
-        the pages read."""
-        if self.pages:
-            int(self._view[::PAGE].sum())
+        """Bring every page of the set into the page cache; the pages read (all of them where ``mincore`` cannot
+        tell which are missing)."""
+        if not self.pages:
+            return 0
+        libc, lacking = _libc(), self.missing()
+        if lacking is not None:
+            if lacking.size:
+                int(self._view[lacking * PAGE].sum())
+                libc.madvise(self.address, self.pages * PAGE, MADV_DONTNEED)
+            return int(lacking.size)
+        for start in range(0, self.pages * PAGE, CHUNK):
+            size = min(CHUNK, self.pages * PAGE - start)
+            int(self._view[start:start + size:PAGE].sum())
+            libc.madvise(self.address + start, size, MADV_DONTNEED)
         return self.pages
