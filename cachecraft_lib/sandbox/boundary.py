@@ -23,6 +23,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -190,6 +191,9 @@ def _libraries_inside() -> tuple[tuple[tuple[Path, str], ...], str | None]:
     return tuple((path, inside) for inside, path in sorted(found.system.items())), lib_path
 
 
+_RESIDENT_LOCK = threading.Lock()
+
+
 @functools.lru_cache(maxsize=1)
 def _resident() -> resident.Resident:
     """The files every sandbox can read, mapped once to be kept in the page cache (``resident.py``)."""
@@ -203,7 +207,8 @@ def keep_resident(files: tuple[Path, ...]) -> int:
     the runtime's and the layer's few files, which the host may rewrite, read whole); the pages brought in."""
     for path in resident.files_under([RUNTIME, *files], set()):
         path.read_bytes()
-    return _resident().ensure()
+    with _RESIDENT_LOCK:  # sandboxes start side by side from threads (the search's population): one set, built once
+        return _resident().ensure()
 
 
 @functools.lru_cache(maxsize=2)
