@@ -18,6 +18,15 @@ from cachecraft_lib.sandbox import Limits
 
 HOSTILE = Path(__file__).parent / "assets" / "hostile"
 SCALARS = {"budget": BUDGET, "layer": 0, "n_layers": 1, "compression_ratio": 0.75}
+# Why: a few tests hold a method to wall-clock budgets of 1-3 s, sized for real hardware. Under emulation (the
+# cgroup v2 test machine under TCG, about 6-10x slower: scripts/vm/guest_mode.sh sets it) every duration of such a
+# test, budgets and the method's own sleeps alike, is multiplied by this, so the proportions they test are kept.
+TIME_SCALE = float(os.environ.get("CACHECRAFT_TEST_TIME_SCALE", "1"))
+
+
+def scaled(seconds: float) -> float:
+    """A test's duration on this machine (``TIME_SCALE``)."""
+    return seconds * TIME_SCALE
 
 
 def filled(text: str, **fill: object) -> str:

@@ -13,7 +13,15 @@ import time
 
 import numpy as np
 import pytest
-from sandbox_helpers import SCALARS, alarm_runtime, cgroup_names, layer_arrays, method_box, processes_in
+from sandbox_helpers import (
+    SCALARS,
+    alarm_runtime,
+    cgroup_names,
+    layer_arrays,
+    method_box,
+    processes_in,
+    scaled,
+)
 
 from cachecraft_lib.arena.submissions.folder import SubmissionError
 from cachecraft_lib.sandbox import Limits, boundary
@@ -128,14 +136,14 @@ def test_a_handler_set_off_after_the_last_call_burns_nothing(tmp_path):
     """A handler set off after the last reply, while the harness does its own work, would burn until its RLIMIT_CPU
     (load + wall budget seconds): the sandbox is stopped once it has replied, so nothing runs, and ``close``
     charges nothing (test_sandbox_classes: what would run is charged to the evaluation and refused)."""
-    box = method_box(tmp_path, "arena_cpu_between_calls", Limits(timeout_s=1.0, memory_mb=256, load_s=1.0,
-                                                                  wall_s=2.0), seconds=1000)
+    box = method_box(tmp_path, "arena_cpu_between_calls", Limits(timeout_s=scaled(1.0), memory_mb=256,
+                                                                  load_s=scaled(1.0), wall_s=scaled(2.0)), seconds=1000)
     with box:
         trace = cgroup_names(box)
         box.call(layer_arrays(), **SCALARS)
         alarm_runtime(box)
-        time.sleep(1.0)  # the handler would burn here
-        assert box._box.process.alive and box._box._gap() < 0.2
-    assert box._box.cpu_used < 1.0 and box._box.budget.cpu_after_s < 0.2
+        time.sleep(scaled(1.0))  # the handler would burn here
+        assert box._box.process.alive and box._box._gap() < scaled(0.2)
+    assert box._box.cpu_used < scaled(1.0) and box._box.budget.cpu_after_s < scaled(0.2)
     assert not processes_in(trace)
 

@@ -18,6 +18,7 @@ from sandbox_helpers import (
     layer_arrays,
     listener,
     method_box,
+    scaled,
 )
 from sandbox_helpers import processes_in as left_of
 
@@ -196,9 +197,10 @@ def test_just_under_the_cpu_limit_on_every_call_meets_the_evaluation_limit(tmp_p
 def test_sleeping_just_under_the_call_backstop_meets_the_evaluation_limit(tmp_path, monkeypatch):
     from cachecraft_lib.sandbox import box as box_module
 
-    monkeypatch.setattr(box_module, "WALL_MIN_S", 1.0)
+    monkeypatch.setattr(box_module, "WALL_MIN_S", scaled(1.0))
     monkeypatch.setattr(box_module, "WALL_FACTOR", 1)
-    box = method_box(tmp_path, "arena_sleep_under_limit", Limits(timeout_s=1.0, wall_s=3.0), seconds=0.8)
+    box = method_box(tmp_path, "arena_sleep_under_limit", Limits(timeout_s=scaled(1.0), wall_s=scaled(3.0)),
+                     seconds=scaled(0.8))
     err = refused(box, calls=50)
     assert err.kind == "timeout" and "wall-clock budget" in str(err) and 2 <= box.calls < 5
 
@@ -210,8 +212,8 @@ def test_the_wall_budget_is_per_evaluation_not_per_context(tmp_path):
     from cachecraft_lib.arena.board_runner import over_contexts
     from cachecraft_lib.arena.submissions.press import sandbox_for
 
-    box = method_box(tmp_path, "arena_sleep_under_limit", seconds=0.4)
-    limits, done = Limits(timeout_s=2.0, memory_mb=256, wall_s=2.5), []
+    box = method_box(tmp_path, "arena_sleep_under_limit", seconds=scaled(0.4))
+    limits, done = Limits(timeout_s=scaled(2.0), memory_mb=256, wall_s=scaled(2.5)), []
 
     def one(group: pd.DataFrame) -> list[dict]:
         for layer in range(2):  # 0.8 s of sleep per context, well under wall_s alone
@@ -222,7 +224,7 @@ def test_the_wall_budget_is_per_evaluation_not_per_context(tmp_path):
     items = pd.DataFrame({"context_id": [f"c{i}" for i in range(8)]})
     with pytest.raises(SubmissionError) as err:
         over_contexts(items, one, "A", progress=False)
-    assert err.value.kind == "timeout" and "wall-clock budget of 2.5 s" in str(err.value)
+    assert err.value.kind == "timeout" and f"wall-clock budget of {scaled(2.5):g} s" in str(err.value)
     assert 1 <= len(done) <= 3
     over_contexts(items.iloc[:1], one, "A", progress=False)  # a new evaluation starts a fresh budget
 
