@@ -13,6 +13,12 @@ cascade's gate applies as in ``BoardFitness`` (a child below it stops there, ``p
 that reaches the last rung gets exactly ``BoardFitness.evaluate``'s result: its rows in the same order, scored by
 the same ``dev_report`` (tests compare the two).
 
+Torch runs on one thread while a generation is screened (``THREADS``): on two cores shared with other work, its
+default two threads spin-wait on each other, and the population path's decode loops are small (a rung's few
+children): decoding 48 cached rows took 29.4 CPU seconds on two threads and 1.5 on one, with the same answers (the
+prefill, the features and every decoded answer are bit for bit the same; ``bench_search.check_fast_path`` compares a
+screen on one thread with the plain cascade on torch's default, every run).
+
 Cost is counted in context evaluations (one candidate's run on one context, every budget); a full evaluation costs
 as many as the fitness has contexts, so ``cost / contexts`` is the honest count of evaluations. A candidate's rows
 are kept by its name, so a program screened again later costs only the contexts it has not run yet.
@@ -21,9 +27,12 @@ are kept by its name, so a program screened again later costs only the contexts 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import pandas as pd
+import torch
 
 from ..arena.scoring.score import unit_values
 from .board_fitness import BoardFitness, _Converted
@@ -31,6 +40,19 @@ from .candidate_result import CandidateResult, candidate_name
 from .policy_batch import shares_features
 
 ETA = 3  # keep the best third at each rung (Hyperband's usual eta)
+THREADS = 1  # torch threads while screening (the module's docstring: two threads spin-wait on two shared cores)
+
+
+@contextmanager
+def torch_threads(n: int | None) -> Iterator[None]:
+    """Torch on ``n`` threads for the duration (``None``: as it is), restored after."""
+    before = torch.get_num_threads()
+    if n is not None:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def context_order(items: pd.DataFrame) -> list[str]:
@@ -79,12 +101,14 @@ class Screened:
 
 class Halving:
     """Successive halving over ``fitness``'s dev contexts. ``screen`` takes a generation's programs; ``eta``: the
-    share kept at each rung is ``1/eta``; ``first``: the first rung's context count (default: half the tasks)."""
+    share kept at each rung is ``1/eta``; ``first``: the first rung's context count (default: half the tasks);
+    ``threads``: torch threads while screening (``THREADS``; ``None``: torch's setting as it is)."""
 
-    def __init__(self, fitness: BoardFitness, eta: int = ETA, first: int | None = None) -> None:
+    def __init__(self, fitness: BoardFitness, eta: int = ETA, first: int | None = None,
+                 threads: int | None = THREADS) -> None:
         if eta < 2:
             raise ValueError(f"eta must be at least 2, got {eta}")
-        self.fit, self.eta = fitness, eta
+        self.fit, self.eta, self.threads = fitness, eta, threads
         self.order = context_order(fitness.items)
         if set(self.order[:len(fitness.gate_ids)]) != set(fitness.gate_ids):
             raise ValueError("the context order must start with the gate contexts")
@@ -147,7 +171,8 @@ class Halving:
         """The generation ``sources`` through the rungs; results in the order of ``sources`` (a program given twice
         is screened once). Sandboxes are closed at the end, as ``BoardFitness.evaluate`` does."""
         try:
-            return self._screen(sources)
+            with torch_threads(self.threads):
+                return self._screen(sources)
         finally:
             self.fit.runner.close()
 

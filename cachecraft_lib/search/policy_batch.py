@@ -31,6 +31,7 @@ from kvpress.utils import compute_n_kept
 from ..arena.board_runner import count_flops
 from ..arena.submissions.press import WINDOW, SubmissionKeepPress, key_positions, window_queries
 from ..arena.submissions.sandbox import validate_indices, validate_rewrite
+from ..grid.decode import CacheRow
 
 
 @functools.lru_cache(maxsize=1)
@@ -192,3 +193,29 @@ class KeptIndicesPress(SubmissionKeepPress):
         idx, _ = validate_rewrite({}, answer["out"], (keys.shape[1], keys.shape[2], keys.shape[3]))
         index = torch.from_numpy(idx[None]).to(keys.device)[..., None].expand(-1, -1, -1, keys.shape[-1])
         return keys.gather(2, index).contiguous(), values.gather(2, index).contiguous()
+
+
+def kept_cache_row(shared: Any, answers: dict, ratio: float, question_ids: torch.Tensor, start: int,
+                   max_new_tokens: int) -> CacheRow:
+    """The decode row of ``shared.cache_for(KeptIndicesPress(answers=answers, compression_ratio=ratio))``, built
+    straight from the prefill's keys and values: the same validation, sort and gather per layer, without the
+    DynamicCache (its update copies every gathered layer once more) or the press's hooks. Why: on the population
+    path building the caches was a quarter of the parent's time; the tensors are equal element for element
+    (tests and ``bench_search.check_fast_path`` compare the two)."""
+    keys_out, values_out = [], []
+    with torch.no_grad():
+        for module, _, keys, values, _ in shared.layers:
+            module.masked_key_indices = None  # as ``SharedPrefill._ready``: no head mask on a keep press's cache
+            if ratio == 0:
+                keys_out.append(keys.contiguous())
+                values_out.append(values.contiguous())
+                continue
+            budget = compute_n_kept(keys.shape[2], ratio)
+            answer = answers[int(getattr(module, "layer_idx", 0))]
+            validate_indices(answer, keys.shape[1], keys.shape[2], budget)
+            idx, _ = validate_rewrite({}, answer, (keys.shape[1], keys.shape[2], keys.shape[3]))
+            index = torch.from_numpy(idx[None]).to(keys.device)[..., None].expand(-1, -1, -1, keys.shape[-1])
+            keys_out.append(keys.gather(2, index).contiguous())
+            values_out.append(values.gather(2, index).contiguous())
+    return CacheRow(keys_out, values_out, [None] * len(keys_out), question_ids.reshape(1, -1), int(start),
+                    int(max_new_tokens))

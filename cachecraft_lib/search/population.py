@@ -12,8 +12,8 @@ Each candidate then only runs its program:
   context to the next, as the arena's fresh sandbox per context ensures);
 - one sandbox call per context answers every layer and budget of the board (``keep_context``: a fresh
   ``Method``, then ``keep_features`` layer by layer; its CPU limit is the per-layer limit times the budgets and
-  layers); the indices are validated here and applied by a real KVPress press
-  (``policy_batch.KeptIndicesPress``) to the shared prefill;
+  layers); the indices are validated here and gathered from the shared prefill exactly as the arena's keep
+  press would (``policy_batch.kept_cache_row``: ``KeptIndicesPress``'s cache, element for element);
 - the compressed caches of all candidates x budgets of up to ``CONTEXTS_PER_DECODE`` contexts are decoded
   together by the grid's batched engine (``grid.decode.decode_rows``), the rows of one cache width together,
   up to ``CPU_DECODE_ROWS`` per greedy loop on CPU (no padding, few loops); two candidates (or generations) whose validated indices are the
@@ -48,7 +48,7 @@ from ..arena.submissions.sandbox import Limits, MethodSandbox, validate_indices
 from ..grid.decode import CacheRow, decode_by_width
 from ..models.prefill import SharedPrefill
 from ..sandbox import WallBudget
-from .policy_batch import KeptIndicesPress, LayerFeatures, context_features, selection_digest
+from .policy_batch import LayerFeatures, context_features, kept_cache_row, selection_digest
 
 CPU_DECODE_ROWS = 384  # rows per greedy loop on CPU (a budget's rows of board A's 32 dev contexts)
 
@@ -245,10 +245,9 @@ class PopulationRunner(BoardRunner):
     def _rows(self, c: Candidate, keep: float, ratio: float, answers: dict, prep: _Prepared,
               group: pd.DataFrame) -> list[PendingRow]:
         """The decode rows of one candidate's cache at ``keep`` (one per item of the context) and its FLOPs."""
-        press = KeptIndicesPress(submission=c.submission, compression_ratio=ratio, answers=answers)
-        cache, flops = prep.shared.cache_for(press), prep.press_flops
-        template = CacheRow.from_cache(self.model, cache, prep.question_ids[0], prep.shared.context_length,
-                                       int(group.iloc[0].max_new_tokens))
+        flops = prep.press_flops  # KeptIndicesPress's cache, built without its DynamicCache (``kept_cache_row``)
+        template = kept_cache_row(prep.shared, answers, ratio, prep.question_ids[0], prep.shared.context_length,
+                                  int(group.iloc[0].max_new_tokens))
         rows = []
         for j, item in enumerate(group.itertuples(index=False)):
             row = template if j == 0 else CacheRow(template.keys, template.values, template.masked,
