@@ -188,9 +188,10 @@ def test_a_fork_bomb_starts_nothing(tmp_path):
 
 def test_just_under_the_cpu_limit_on_every_call_meets_the_evaluation_limit(tmp_path):
     start = time.monotonic()
-    box = method_box(tmp_path, "arena_busy_under_limit", Limits(timeout_s=1.0, wall_s=8.0), seconds=0.5)
+    box = method_box(tmp_path, "arena_busy_under_limit", Limits(timeout_s=scaled(1.0), wall_s=scaled(8.0)),
+                     seconds=scaled(0.5))
     err = refused(box, calls=100)
-    assert err.kind == "timeout" and "wall-clock budget" in str(err) and time.monotonic() - start < 60
+    assert err.kind == "timeout" and "wall-clock budget" in str(err) and time.monotonic() - start < scaled(60)
     assert 1 <= box.calls < 20  # each call alone is within its limit
 
 
