@@ -15,7 +15,15 @@ import time
 from pathlib import Path
 
 import pytest
-from sandbox_helpers import SCALARS, alarm_runtime, cgroup_names, layer_arrays, method_box, processes_in
+from sandbox_helpers import (
+    SCALARS,
+    alarm_runtime,
+    cgroup_names,
+    layer_arrays,
+    method_box,
+    processes_in,
+    scaled,
+)
 
 from cachecraft_lib.arena.submissions.folder import SubmissionError
 from cachecraft_lib.sandbox import Limits, WallBudget, boundary, box, uids
@@ -49,11 +57,13 @@ def mode(request, monkeypatch):
 
 
 def refusal(sandbox, calls: int = 1) -> SubmissionError:
+    trace = None
     with pytest.raises(SubmissionError) as err:
         with sandbox:
             trace = cgroup_names(sandbox)
             for _ in range(calls):
                 sandbox.call(layer_arrays(), **SCALARS)
+    assert trace is not None, f"refused before it started: {err.value}"
     assert not processes_in(trace), "a process of the sandbox survived it"
     return err.value
 
@@ -138,10 +148,10 @@ def test_the_wall_budget_is_what_the_evaluations_starts_and_calls_earn(tmp_path)
     call earns 4 x its CPU limit (0.4 s here) and each start its load limit (1 s), so it is refused within a few
     calls, not after the hour; an honest call uses a fraction of its CPU limit."""
     start = time.monotonic()
-    err = refusal(method_box(tmp_path, "arena_sleep_under_limit", Limits(timeout_s=0.1, memory_mb=256, load_s=1.0),
-                             seconds=1.0), calls=12)
+    limits = Limits(timeout_s=scaled(0.1), memory_mb=256, load_s=scaled(1.0))  # scaled: slower under emulation
+    err = refusal(method_box(tmp_path, "arena_sleep_under_limit", limits, seconds=scaled(1.0)), calls=12)
     assert err.kind == "timeout" and "wall-clock budget" in str(err) and "earned" in str(err), str(err)
-    assert time.monotonic() - start < 10
+    assert time.monotonic() - start < scaled(10)
 
 
 # --------------------------------------------------------- memory, exits and threads without a cgroup (class 5)
