@@ -125,6 +125,15 @@ def _run(board: str, seed: str, seed_code: str, budget: int, out: Path, profile:
         f"control={CONTROL_TAG}\nfitness=board {board} dev items ({profile}), {fit.items.context_id.nunique()} "
         f"contexts\ngate={fit.gate}\niterations={budget}\nmax_edits={max_edits}\nrandom_seed={random_seed}\n")
     (out / "fitness_contexts.txt").write_text("".join(f"{c}\n" for c in dict.fromkeys(fit.items.context_id)))
+    from .halving import THREADS, torch_threads
+
+    with torch_threads(THREADS):  # as the search screens: the same answers, without two threads' spin-waits
+        return _sample_and_score(out, seed_code, budget, random_seed, structural, fit, max_edits, batch, progress)
+
+
+def _sample_and_score(out: Path, seed_code: str, budget: int, random_seed: int, structural: bool, fit: Any,
+                      max_edits: int, batch: int, progress: bool) -> Path:
+    """The control's programs drawn and scored in batches, then its run folder's results written."""
     seed_result = fit.evaluate([seed_code])[0]
     best = (float(seed_result.fitness or 0.0), candidate_name(seed_code), seed_code)
     samples = list(sample_programs(seed_code, budget, random_seed, max_edits, structural))
