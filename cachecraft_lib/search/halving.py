@@ -27,34 +27,17 @@ are kept by its name, so a program screened again later costs only the contexts 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import pandas as pd
-import torch
 
 from ..arena.scoring.score import unit_values
 from .board_fitness import BoardFitness, _Converted
 from .candidate_result import CandidateResult, candidate_name
 from .policy_batch import shares_features
+from .threads import THREADS, torch_threads  # noqa: F401  (torch_threads: bench_search imports it from here)
 
 ETA = 3  # keep the best third at each rung (Hyperband's usual eta)
-THREADS = 1  # torch threads while screening (the module's docstring: two threads spin-wait on two shared cores)
-
-
-@contextmanager
-def torch_threads(n: int | None) -> Iterator[None]:
-    """Torch on ``n`` threads for the duration (``None``: as it is), restored after."""
-    before = torch.get_num_threads()
-    if n is not None:
-        torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 def context_order(items: pd.DataFrame) -> list[str]:
     """Contexts round robin over tasks: each task's first context (the gate contexts), then each one's second..."""
     per_task = items.drop_duplicates("context_id").groupby("task", sort=False).context_id.apply(list)

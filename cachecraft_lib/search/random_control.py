@@ -125,7 +125,7 @@ def _run(board: str, seed: str, seed_code: str, budget: int, out: Path, profile:
         f"control={CONTROL_TAG}\nfitness=board {board} dev items ({profile}), {fit.items.context_id.nunique()} "
         f"contexts\ngate={fit.gate}\niterations={budget}\nmax_edits={max_edits}\nrandom_seed={random_seed}\n")
     (out / "fitness_contexts.txt").write_text("".join(f"{c}\n" for c in dict.fromkeys(fit.items.context_id)))
-    from .halving import THREADS, torch_threads
+    from .threads import THREADS, torch_threads
 
     with torch_threads(THREADS):  # as the search screens: the same answers, without two threads' spin-waits
         return _sample_and_score(out, seed_code, budget, random_seed, structural, fit, max_edits, batch, progress)

@@ -132,8 +132,8 @@ def choose(candidates: list[tuple[str, str]], selection_scores: Mapping[str, flo
 def select(run_folder: str | Path, selection_fitness: Any, top_k: int = TOP_K) -> Selected:
     """Score the run's top ``top_k`` (by search-half fitness) on the selection half (``selection_fitness``: a
     ``BoardFitness`` on those contexts with gate 0) and choose by ``choose``; written to ``<run>/selected/``."""
-    from .halving import THREADS, torch_threads
     from .run_picks import top_children
+    from .threads import THREADS, torch_threads
 
     picks = top_children(run_folder, top_k)
     with torch_threads(THREADS):  # as the search screens: the same answers, without two threads' spin-waits
