@@ -78,9 +78,9 @@ if [ ! -x "$BWRAP_DIR/usr/bin/bwrap" ]; then
   rm -rf "$debs" "$BWRAP_DIR/usr/share" "$BWRAP_DIR/usr/lib" "$BWRAP_DIR/lib"
 fi
 "$BWRAP_DIR/usr/bin/bwrap" --version >/dev/null 2>&1 || LD_LIBRARY_PATH="$BWRAP_DIR/libs" "$BWRAP_DIR/usr/bin/bwrap" --version
-wheels_kib=$(du -sk "$WHEELS" | cut -f1)
-tree_kib=$(git ls-files -z | du -ck --files0-from=- 2>/dev/null | tail -1 | cut -f1)
-untracked_kib=$(git ls-files -z --others --exclude-standard | du -ck --files0-from=- 2>/dev/null | tail -1 | cut -f1)
+wheels_kib=$(du -sk --apparent-size "$WHEELS" | cut -f1)
+tree_kib=$(git ls-files -z | du -ck --apparent-size --files0-from=- 2>/dev/null | tail -1 | cut -f1)
+untracked_kib=$(git ls-files -z --others --exclude-standard | du -ck --apparent-size --files0-from=- 2>/dev/null | tail -1 | cut -f1)
 total_mib=$(( (wheels_kib + tree_kib + ${untracked_kib:-0}) / 1024 ))
 echo "gpu wheels: $(ls "$WHEELS"/*.whl | wc -l) wheels and bubblewrap, $(( wheels_kib / 1024 )) MiB in $WHEELS;" \
      "with the working tree ($(( (tree_kib + ${untracked_kib:-0}) / 1024 )) MiB) ${total_mib} MiB of the 64 MiB carry limit"

@@ -4,7 +4,9 @@ A round whose secret has been revealed (``figures/samples/<stem>_revealed_secret
 the secret must match the commitment in the round's signed public ledger (``<stem>_ledger.jsonl`` with its
 ``.pub``), and from it the hidden test items are regenerated; FRC's example and each committed program
 (``<stem>_programs/seed<N>.py``, converted as ``submit-search`` converted them) are scored on them beside the full
-cache, and each unit's ``overall`` is compared with ``<stem>.csv.gz``. Exit 0 when every unit agrees.
+cache, with the baselines the ledger records, and each unit's ``overall`` is compared with ``<stem>.csv.gz``. Exit 0
+when every re-scored unit agrees. The controls (the seed program ``seed-v1``, each seed's random-search pick
+``random-v1-<seed>``) are not re-scored: their programs are not committed; the output names them.
 
     python scripts/rescore_revealed_round.py --stem 08_search_arena_B_offline --board B_offline --profile cpu
 
@@ -58,8 +60,10 @@ def entries(events: list[dict], board: str) -> dict[str, str]:
 
 
 def contenders(stem: str, events: list[dict], board: str, folder: Path) -> list:
-    """The full cache, FRC's example and each committed program, named as the per-unit file names them."""
+    """The full cache, FRC's example, the ledger's baselines and each committed program, named as the per-unit file
+    names them."""
     found = [baseline_contender(NO_PRESS), submission_contender(load_submission(FRC))]
+    found += [baseline_contender(name) for name in ledger_baselines(events) if name != NO_PRESS]
     children = {e["payload"]["name"]: e["payload"]["origin"]["child_id"] for e in events
                 if e["kind"] == "submission" and (e["payload"].get("origin") or {}).get("child_id")}
     for file, name in sorted(entries(events, board).items()):
@@ -70,8 +74,15 @@ def contenders(stem: str, events: list[dict], board: str, folder: Path) -> list:
     return found
 
 
+def ledger_baselines(events: list[dict]) -> list[str]:
+    """The baselines whose test means the round's ledger records, in its order."""
+    return [e["payload"]["name"] for e in events if e["kind"] == "baseline"]
+
+
 def compare(units: pd.DataFrame, committed: pd.DataFrame) -> pd.DataFrame:
-    """Per (method, context): the committed ``overall`` beside the re-scored one."""
+    """Per (method, context) of every re-scored method: the committed ``overall`` beside the re-scored one (a
+    committed unit the re-score lacks, or the reverse, shows as a missing value)."""
+    committed = committed[committed.method.isin(set(units.method))]
     merged = committed.merge(units[["method", "context_id", "overall"]], on=["method", "context_id"], how="outer",
                              suffixes=("_committed", "_rescored"))
     merged["diff"] = (merged.overall_rescored - merged.overall_committed).abs()
@@ -91,9 +102,11 @@ def main(argv: list[str] | None = None) -> int:
     board = arena.board(args.board)
     rows = arena.run(board, arena.items(board, "test", secret), contenders(args.stem, events, args.board, folder))
     units = unit_values(rows, board)
-    merged = compare(units[units.method != NO_PRESS], pd.read_csv(SAMPLES / f"{args.stem}.csv.gz"))
+    merged = compare(units, pd.read_csv(SAMPLES / f"{args.stem}.csv.gz"))
+    committed = pd.read_csv(SAMPLES / f"{args.stem}.csv.gz")
     worst = float(merged["diff"].max()) if merged["diff"].notna().all() else float("nan")
     print(json.dumps({"units": len(merged), "methods": sorted(merged.method.unique()), "max_abs_diff": worst,
+                      "not_rescored": sorted(set(committed.method) - set(merged.method)),
                       "means": merged.groupby("method").overall_rescored.mean().round(6).to_dict()}))
     return 0 if worst <= 1e-9 else 1
 

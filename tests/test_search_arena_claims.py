@@ -289,17 +289,24 @@ def test_an_untagged_entry_in_a_ledger_whose_looks_carry_tags_fails(tmp_path):
     assert not verdict.holds and "carries no plan tag" in verdict.reason
 
 
-def test_the_committed_notebook_08_ledger_still_evaluates_as_an_old_ledger():
-    path = Path(__file__).parents[1] / "figures" / "samples" / "08_search_arena_ledger.jsonl"
+@pytest.mark.parametrize("board", ["", "_B_offline"])
+def test_the_committed_notebook_08_ledgers_hold_five_claims_with_one_look_each_and_their_controls(board):
+    """Issue 56's committed rounds: five seeds of one plan, each entry's claim holds with one test look; the
+    controls (the seed program, each seed's random-search pick) and the baselines are looked at too, outside the
+    plan, so a reader sees every look that was taken."""
+    path = Path(__file__).parents[1] / "figures" / "samples" / f"08_search_arena{board}_ledger.jsonl"
     events = [json.loads(line) for line in path.read_text().splitlines()]
     entries = [e for e in events if e["kind"] == "submission" and (e["payload"].get("origin") or {}).get("plan")]
-    assert len(entries) == 2
+    assert len(entries) == 5
     for entry in entries:
         verdict = claim_verdict(events, entry)
         assert verdict.holds and verdict.looks == 1, verdict.reason
-        assert "old ledger" in verdict.reason and "names no author" in verdict.reason
+        assert NOT_VERIFIED in verdict.reason
     table = leaderboard.test_looks_by_plan(events)
-    assert table[table.plan != leaderboard.NO_PLAN].looks.tolist() == [1, 1]
+    planned = table[table.plan != leaderboard.NO_PLAN]
+    assert planned.plan.nunique() == 1 and planned.looks.tolist() == [1] * 5
+    others = ", ".join(table[table.plan == leaderboard.NO_PLAN].names)
+    assert all(f"random-v1-{s}" in others for s in range(5)) and "seed-v1" in others and "frc" in others
 
 
 @pytest.mark.slow

@@ -11,8 +11,8 @@ the random-search control run with the same seed), and three rows come out:
   fixed: it describes these seeds' programs, and nothing about another run;
 - ``a run``: the two-level bootstrap (``stats.two_level.run_gain``: seeds resampled, then units within tasks) of the
   same mean: what a run of the search gains, as far as these seeds show it. With fewer than two seeds it says it
-  could not resample seeds. With two it is wide: on board A the two committed seeds of one plan landed 0.26 apart
-  on the test items (issue 56), and a seed-resampled interval over two seeds spans them both.
+  could not resample seeds. With few it is wide: on board A two seeds of one plan once landed 0.26 apart on the
+  test items, and five seeds of issue 56's plan 0.24 apart (a run's gain over FRC -0.09 [-0.18, -0.02]).
 """
 
 from __future__ import annotations
