@@ -94,6 +94,24 @@ def test_timings_table_keeps_the_latest_run_per_notebook(tmp_path):
     assert not run_timings.update_doc("cpu", path, tmp_path / "no-markers.md")
 
 
+def test_a_rerun_of_some_notebooks_keeps_the_doc_rows_of_the_others(tmp_path):
+    """A fresh clone reruns only the stale notebooks and has no runs/ of its own: the committed rows of the others
+    (with their notes) stay, the rerun ones are replaced, and the total adds both; a failed kept row is not added."""
+    doc = tmp_path / "timings.md"
+    old = ("<!-- timings:cpu:begin -->\n| notebook | seconds | status | when (UTC) | commit | cores | load |\n"
+           "|---|---|---|---|---|---|---|\n| 00_a | 1,200 | ok | t | c | 2 | 1 / 1 (beside a VM) |\n"
+           "| 01_b | 7 | failed | t | c | 2 | 1 / 1 |\n| 03_grid | 500 | ok | t | c | 2 | 1 / 1 |\n"
+           "| **all that ran** | **1,700** | | | | | |\n<!-- timings:cpu:end -->\n")
+    doc.write_text(old)
+    path = tmp_path / "timings.csv"
+    run_timings.append(path, "cpu", "03_grid", 90, "ok", 0.5, "abc1234")
+    assert run_timings.update_doc("cpu", path, doc)
+    text = doc.read_text()
+    assert "| 00_a | 1,200 | ok | t | c | 2 | 1 / 1 (beside a VM) |" in text and "| 01_b | 7 | failed |" in text
+    assert "| 03_grid | 90 | ok |" in text and "| 03_grid | 500 |" not in text and "**1,290**" in text
+    assert run_timings.update_doc("cpu", path, doc) and doc.read_text() == text  # written twice: the same
+
+
 @pytest.mark.parametrize("on", ["1", ""])
 def test_library_bars_are_text_only_when_headless(monkeypatch, on):
     from cachecraft_lib.util import progress

@@ -4,7 +4,8 @@ Each notebook run appends one row to ``runs/<profile>/timings.csv`` (when, commi
 status, CPU cores, load average before and after). ``timings_table`` turns the latest row per notebook into
 Markdown, and ``update_doc`` writes it between the markers ``<!-- timings:<profile>:begin -->`` and
 ``<!-- timings:<profile>:end -->`` of ``docs/timings.md`` (a doc without them is left alone), so the doc says what
-the last run on this machine measured.
+the last run of each notebook measured. Rows of notebooks this machine has not run (``runs/`` is not committed, so
+a fresh clone that reruns only the stale notebooks has no row for the others) are kept as the doc had them.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import csv
 import os
 import subprocess
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -67,14 +69,46 @@ def latest(path: Path) -> list[dict[str, str]]:
     return [rows[k] for k in sorted(rows)]
 
 
-def timings_table(path: Path) -> str:
-    """Markdown: notebook, seconds, status, when, commit, cores and load; the total of the finished ones."""
-    rows = latest(path)
+@dataclass(frozen=True)
+class TableRow:
+    """One notebook's row of the doc's table, as Markdown, with what the total needs."""
+
+    notebook: str
+    seconds: float
+    ok: bool
+    line: str
+
+
+def _row(r: dict[str, str]) -> TableRow:
+    line = (f"| {r['notebook']} | {float(r['seconds']):,.0f} | {r['status']} | {r['when']} | {r['commit']} | "
+            f"{r['cpus']} | {r['load_before']} / {r['load_after']} |")
+    return TableRow(r["notebook"], float(r["seconds"]), r["status"] == "ok", line)
+
+
+def doc_rows(block: str) -> dict[str, TableRow]:
+    """The notebook rows of a table this module wrote (header, separator and total skipped; a row whose seconds do
+    not parse is dropped rather than guessed)."""
+    found = {}
+    for line in block.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 3 or cells[0] in ("notebook", "") or cells[0].startswith(("---", "**")):
+            continue
+        try:
+            seconds = float(cells[1].replace(",", ""))
+        except ValueError:
+            continue
+        found[cells[0]] = TableRow(cells[0], seconds, cells[2] == "ok", line.strip())
+    return found
+
+
+def timings_table(path: Path, kept: dict[str, TableRow] | None = None) -> str:
+    """Markdown: notebook, seconds, status, when, commit, cores and load; the total of the finished ones. ``kept``:
+    earlier rows, used for the notebooks ``path`` has no row for."""
+    rows = {**(kept or {}), **{r["notebook"]: _row(r) for r in latest(path)}}
     lines = ["| notebook | seconds | status | when (UTC) | commit | cores | load before / after |",
              "|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['notebook']} | {float(r['seconds']):,.0f} | {r['status']} | {r['when']} | {r['commit']} | "
-              f"{r['cpus']} | {r['load_before']} / {r['load_after']} |" for r in rows]
-    total = sum(float(r["seconds"]) for r in rows if r["status"] == "ok")
+    lines += [rows[k].line for k in sorted(rows)]
+    total = sum(r.seconds for r in rows.values() if r.ok)
     lines.append(f"| **all that ran** | **{total:,.0f}** | | | | | |")
     return "\n".join(lines)
 
@@ -89,9 +123,10 @@ def update_doc(profile: str, path: Path | None = None, doc: Path | None = None) 
     if begin not in text or end not in text:
         return False
     head, rest = text.split(begin, 1)
-    _, tail = rest.split(end, 1)
+    block, tail = rest.split(end, 1)
     body = (f"\n_Written by `cachecraft reproduce --profile {profile}` from `runs/{profile}/timings.csv` "
-            f"(the latest run of each notebook on the machine that ran it)._\n\n"
-            f"{timings_table(path or timings_path(profile))}\n")
+            f"(the latest run of each notebook on the machine that ran it; rows it has none for kept from the "
+            f"committed table)._\n\n"
+            f"{timings_table(path or timings_path(profile), doc_rows(block))}\n")
     doc.write_text(head + begin + body + end + tail, encoding="utf-8")
     return True
