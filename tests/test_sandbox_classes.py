@@ -45,7 +45,9 @@ HUGE_PAGES = {"mmap_hugetlb": (9, 0, 2 << 20, 3, 0x2 | 0x20 | 0x40000, -1, 0)}
 HOST_FACTS = {"uname": (63, 0), "statfs": (137, 0, 0), "fstatfs": (138, 0, 0), "sched_getaffinity": (204, 0, 128, 0),
               "times": (100, 0)}
 STILL_ALLOWED = {"futex_wake_private": (202, 0, 1 | 128, 1), "preadv2_plain": (327, 0, 0, 0, 0, 0, 0),
-                 "madvise_dontneed": (28, 0, 0, 4), "mmap_plain": (9, 0, 4096, 3, 0x2 | 0x20, -1, 0)}
+                 "madvise_dontneed": (28, 0, 0, 4), "mmap_plain": (9, 0, 4096, 3, 0x2 | 0x20, -1, 0),
+                 # allowed, and answers 0: the runtime made itself non-dumpable before loading the method
+                 "prctl_get_dumpable": (157, 3)}
 
 
 @pytest.fixture(params=MODES)
@@ -288,3 +290,37 @@ def test_a_sandbox_that_cannot_start_says_what_is_missing_and_names_the_doctor(t
     with pytest.raises(boundary.BoundaryUnavailable) as err:
         method_box(tmp_path, "arena_escape_guard", target="/x").start()
     assert "uid map" in str(err.value) and "cachecraft doctor" in str(err.value)
+
+
+# ------------------------------------------------------------------ not dumpable (red team, 2026-12-07)
+def test_the_child_is_not_dumpable_after_its_limits():
+    """RLIMIT_CORE 0 does not stop a piped ``core_pattern`` helper from receiving the process's memory (the test
+    inputs), and a dumpable process's memory is readable through /proc/<pid>/mem by other processes of its uid:
+    the child's ``limit_process`` makes it non-dumpable (and the filter lets it only read that flag back)."""
+    import subprocess
+    import sys
+
+    from cachecraft_lib.sandbox import allowlist
+    from cachecraft_lib.sandbox import runtime as runtime_package
+
+    runtime = Path(runtime_package.__file__).parent
+    code = ("import ctypes, sys; sys.path[:0] = [sys.argv[1]]; import serve; libc = ctypes.CDLL(None); "
+            "before = libc.prctl(3, 0, 0, 0, 0); serve.limit_process({}); print(before, libc.prctl(3, 0, 0, 0, 0))")
+    out = subprocess.run([sys.executable, "-I", "-c", code, str(runtime)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.split() == ["1", "0"], out
+    assert 4 not in allowlist.PRCTL_OPTIONS.values() and allowlist.PRCTL_START_ONLY == {"PR_SET_DUMPABLE": 4}
+
+
+def test_the_covered_folders_are_dated_by_the_sandbox_not_by_the_harness(tmp_path):
+    """The folders the boundary covers (the standard library's site-packages and test suite) are empty folders of
+    the sandbox's own: one made once per harness dated the harness's start, and a method read from it how long the
+    run had gone on (red team, 2026-12-07). Two sandboxes some seconds apart each see them made at their start."""
+    ages = []
+    for i in range(2):
+        if i:
+            time.sleep(scaled(3))
+        with method_box(tmp_path / str(i), "arena_file_times") as sandbox:
+            with pytest.raises(SubmissionError) as err:
+                sandbox.call(layer_arrays(), **SCALARS)
+            ages.append(reported(err.value, "AGES"))
+    assert ages[1] and all(age < scaled(3) for age in ages[1].values()), ages

@@ -38,6 +38,15 @@ FRAME_MALFORMED = [
     b'{"ok": true, "nbytes": 8, "arrays": "out"}\n' + b"\0" * 8,
     b"\xff\xfe\n",
     b"\n",
+    # a value of another JSON type where the reader expects a string, a number or a list (once a TypeError that
+    # escaped the parent's handling and left the sandbox running unwatched: red team, 2026-12-07)
+    b'{"ok": true, "nbytes": 0, "arrays": [["out", ["float32"], [1]]]}\n',
+    b'{"ok": true, "nbytes": 0, "arrays": [["out", {"a": 1}, [1]]]}\n',
+    b'{"ok": true, "nbytes": 4, "arrays": [["out", null, [1]]]}\n' + b"\0" * 4,
+    b'{"ok": true, "nbytes": 4, "arrays": [[["out"], "float32", [1]]]}\n' + b"\0" * 4,
+    b'{"ok": true, "nbytes": 4, "arrays": [["out", "float32", [[1]]]]}\n' + b"\0" * 4,
+    b'{"ok": true, "nbytes": 4, "arrays": [["out", "float32", [true]]]}\n' + b"\0" * 4,
+    b'{"ok": true, "nbytes": true, "arrays": []}\n',
 ]
 # well-formed frames that are not a reply: the arena and the search refuse each as ``protocol``
 REPLY_MALFORMED = [
@@ -77,10 +86,29 @@ def random_frames(n: int, seed: int = 0) -> list[bytes]:
     return out
 
 
+def typed_frames(n: int, seed: int = 0) -> list[bytes]:
+    """The good frame's header with one value (at any depth) replaced by a JSON value of another type: the class
+    of the type-confused header, beyond the examples above."""
+    rng = random.Random(seed)
+    header_end = GOOD.index(b"\n")
+    pool = [None, True, False, 1.5, -1, 2**70, "x", "float32", [], {}, ["float32"], {"a": 1}, [[1]], [None]]
+    out = []
+    for _ in range(n):
+        header = json.loads(GOOD[:header_end])
+        spots = [(header, k) for k in header] + [(header["arrays"], 0)] + [(header["arrays"][0], i) for i in range(3)]
+        spots += [(header["arrays"][0][2], i) for i in range(2)]
+        parent, key = rng.choice(spots)
+        value = rng.choice([v for v in pool if type(v) is not type(parent[key])])
+        parent[key] = value
+        out.append(json.dumps(header).encode() + GOOD[header_end:])
+    return out
+
+
 def test_the_reader_refuses_every_malformed_frame_with_frame_error_only():
     """Every frame here is malformed: feeding it and ending the stream must raise FrameError (a reader that
     waits for more, returning None, has not refused it), bounded in CPU and text."""
-    for data in FRAME_MALFORMED + random_frames(3000):
+    typed = [f for f in typed_frames(600) if not _a_reply_frame(f)]
+    for data in FRAME_MALFORMED + random_frames(3000) + typed:
         start = time.process_time()
         reader = frames.Reader(max_payload=1 << 20)
         with pytest.raises(FrameError) as err:
@@ -90,6 +118,13 @@ def test_the_reader_refuses_every_malformed_frame_with_frame_error_only():
                 frames.decode(*frame)
         assert len(str(err.value)) < 2100, data[:80]
         assert time.process_time() - start < 0.5
+
+
+def _a_reply_frame(data: bytes) -> bool:
+    """Whether a typed frame still passes the wire format (only its ``ok`` changed: the reply's check refuses it)."""
+    header = json.loads(data[:data.index(b"\n")])
+    return header.get("arrays") == json.loads(GOOD[:GOOD.index(b"\n")])["arrays"] and \
+        type(header.get("nbytes")) is int and type(header.get("text_nbytes")) is int and header["nbytes"] == 384
 
 
 def test_the_reader_accepts_the_good_frame_in_any_chunks():
@@ -122,12 +157,13 @@ def method_box(tmp_path):
 def test_the_arena_refuses_every_malformed_reply_as_protocol(method_box):
     """Each reply must be refused (an accepted one fails the test): ``protocol`` for a reply the reader refuses
     or that is not a reply, ``crash`` for one cut short by the child's end."""
-    for data in MALFORMED + random_frames(20, seed=1):
+    for data in MALFORMED + random_frames(20, seed=1) + typed_frames(20, seed=1):
         method_box._box.process, method_box._box.baseline_pids = _replying(data), 0
         start = time.monotonic()
         with pytest.raises(SubmissionError) as err:
             method_box.call(layer_arrays(), **SCALARS)
         assert err.value.kind in ("protocol", "crash"), (data[:80], err.value)
+        assert method_box._box.process is None or not method_box._box.process.alive  # never left running
         assert data not in REPLY_MALFORMED or err.value.kind == "protocol", (data[:80], err.value)
         assert len(str(err.value)) < 2200 and "\x00" not in str(err.value)
         assert time.monotonic() - start < 10
@@ -153,7 +189,7 @@ def test_the_search_refuses_every_malformed_reply_as_protocol():
 
     box = Sandbox("unused")
     try:
-        for data in MALFORMED + random_frames(15, seed=2) + [b'{"ok": true, "layers": 5, "nbytes": 0}\n',
+        for data in MALFORMED + random_frames(15, seed=2) + typed_frames(15, seed=2) + [b'{"ok": true, "layers": 5, "nbytes": 0}\n',
                                                              b'{"ok": true, "layers": [7], "nbytes": 0}\n']:
             box._box.process, box._box.baseline_pids = _replying(data), 0
             with pytest.raises(CandidateFailed) as err:

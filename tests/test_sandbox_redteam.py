@@ -26,7 +26,7 @@ NAMED = f"import ctypes, sys; ctypes.CDLL(None).prctl(15, {NAME!r}, 0, 0, 0); sy
 # (x86-64 number, arguments): each answers something other than EPERM without the filter (0, EFAULT, EINVAL)
 CALLS = {"setitimer": (38, 0, 0, 0), "getitimer": (36, 0, 0), "alarm": (37, 0), "timer_create": (222, 0, 0, 0),
          "sysinfo": (99, 0), "prctl_set_name": (157, 15, 0), "seccomp_action_avail": (317, 2, 0, 0),
-         "prctl_set_seccomp": (157, 22, 0), "fcntl_setpipe_sz": (72, 1, 1031, 1 << 20), "fcntl_setown": (72, 1, 8, 1)}
+         "prctl_set_seccomp": (157, 22, 0), "prctl_set_dumpable": (157, 4, 1), "fcntl_setpipe_sz": (72, 1, 1031, 1 << 20), "fcntl_setown": (72, 1, 8, 1)}
 PREFIX = '''import sys
 import numpy as np
 class Method:

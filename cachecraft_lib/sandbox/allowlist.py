@@ -65,6 +65,9 @@ FCNTL_COMMANDS = {"F_DUPFD": 0, "F_GETFD": 1, "F_SETFD": 2, "F_GETFL": 3, "F_SET
 IOCTL_REQUESTS = {"TCGETS": 0x5401, "FIONREAD": 0x541B, "FIONBIO": 0x5421, "FIONCLEX": 0x5450, "FIOCLEX": 0x5451}
 PRCTL_OPTIONS = {"PR_GET_DUMPABLE": 3, "PR_GET_NAME": 16, "PR_GET_SECCOMP": 21,
                  "PR_SET_SECCOMP": 22, "PR_SET_NO_NEW_PRIVS": 38, "PR_GET_NO_NEW_PRIVS": 39}
+# the runtime makes itself non-dumpable at start (serve.limit_process); the run filter refuses it after, so a method
+# cannot make itself dumpable again
+PRCTL_START_ONLY = {"PR_SET_DUMPABLE": 4}
 # madvise: advice about the process's own memory only (the allocator's DONTNEED/FREE, numpy's HUGEPAGE); not
 # PAGEOUT/COLD (evicting shared file pages: a reset of a page-cache channel) nor WILLNEED (read-ahead into it)
 MADVISE_ADVICE = {"MADV_NORMAL": 0, "MADV_RANDOM": 1, "MADV_SEQUENTIAL": 2, "MADV_DONTNEED": 4, "MADV_FREE": 8,
@@ -81,7 +84,7 @@ CONDITIONAL: tuple[tuple[str, int, int, int], ...] = (
     *(("fcntl", 1, 0xFFFFFFFF, command) for command in FCNTL_COMMANDS.values()),
     # no-new-privileges and installing its own filter: nothing that reaches another process (not PR_SET_NAME:
     # the runtime never names itself, and a name of any bytes is what the harness reads in /proc)
-    *(("prctl", 0, 0xFFFFFFFF, option) for option in PRCTL_OPTIONS.values()),
+    *(("prctl", 0, 0xFFFFFFFF, option) for option in (*PRCTL_OPTIONS.values(), *PRCTL_START_ONLY.values())),
     # limits of this process only (pid 0)
     ("prlimit64", 0, 0xFFFFFFFF, 0),
     # a thread (CLONE_THREAD, no namespace flag); fork/vfork and clone without CLONE_THREAD are refused: without

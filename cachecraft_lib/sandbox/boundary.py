@@ -22,7 +22,6 @@ import functools
 import os
 import subprocess
 import sys
-import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -211,14 +210,10 @@ def keep_resident(files: tuple[Path, ...]) -> int:
         return _resident().ensure()
 
 
-@functools.lru_cache(maxsize=2)
 def _empty(folder: bool) -> Path:
-    """An empty folder (made once per process, readable by the sandbox's uid) or an empty file."""
-    if not folder:
-        return Path(os.devnull)
-    made = Path(tempfile.mkdtemp(prefix="cachecraft-empty-"))
-    made.chmod(0o755)
-    return made
+    """An empty folder (``bwrap.EMPTY_FOLDER``: a read-only tmpfs of the sandbox's own, dated its start) or an
+    empty file (``/dev/null``, whose times are the host device's, as the sandbox's own ``/dev/null``)."""
+    return bwrap.EMPTY_FOLDER if folder else Path(os.devnull)
 
 
 def _numpy_dirs() -> list[Path]:

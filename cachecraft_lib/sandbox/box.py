@@ -174,6 +174,9 @@ class Box:
         except Failure as err:
             self.budget.used_s += time.monotonic() - call.start
             raise self._limit_failure(err, call) from None
+        except BaseException:  # anything else (a bug, Ctrl-C): the sandbox never runs on unwatched
+            self.close()
+            raise
         return call
 
     def receive(self, call: Pending) -> Reply:
@@ -188,6 +191,9 @@ class Box:
             self._pause()
         except Failure as err:
             raise self._limit_failure(err, call) from None
+        except BaseException:  # anything else (a bug, Ctrl-C): the sandbox never runs on unwatched
+            self.close()
+            raise
         finally:
             self.budget.used_s += time.monotonic() - call.start
         cpu1 = self.process.cpu_seconds()
@@ -200,6 +206,9 @@ class Box:
         except (ValueError, TypeError) as err:
             self.close()
             raise Failure("protocol", f"malformed reply from the sandbox: {err}") from None
+        if type(reply.get("ok")) is not bool:  # callers read ``ok`` as a truth value: ``[0]`` must not pass as true
+            self.close()
+            raise Failure("protocol", "malformed reply from the sandbox: its 'ok' is not true or false")
         return Reply(reply, text_back, arrays_back)
 
     def _limit_failure(self, err: Failure, call: Pending) -> Failure:

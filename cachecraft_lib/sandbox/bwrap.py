@@ -67,6 +67,12 @@ def outside_uid() -> int | None:
     return uid_range()[0]
 
 
+# A mount source meaning "an empty folder here": a read-only tmpfs bubblewrap mounts when the sandbox starts, so its
+# times are the sandbox's own start (a host folder made once per harness dated the harness's start: a method could
+# tell how long the run had gone on, a context counter; red team, 2026-12-07).
+EMPTY_FOLDER = Path("/cachecraft-empty-folder")
+
+
 @dataclass(frozen=True)
 class Launch:
     """How to start one sandbox: ``argv``, the environment, and what runs between fork and exec."""
@@ -85,8 +91,9 @@ def launch(exe: Path, mounts: list[tuple[Path, str]], tail: list[str], enter: Ca
     (readable by any uid); ``lib_path``: the sandbox's ``LD_LIBRARY_PATH`` (a path under ``/sandbox``)."""
     libs = library_dir(exe) if exe.is_relative_to(CARRIED) or os.environ.get(BWRAP_ENV) else None
     if uid is not None:
-        staged = [(exe, "bin/bwrap"), *([(libs, "lib")] if libs else []), *mounts]
-        binds = [(STAGE / rel, rel) for _, rel in mounts]
+        staged = [(exe, "bin/bwrap"), *([(libs, "lib")] if libs else []),
+                  *[(src, rel) for src, rel in mounts if src != EMPTY_FOLDER]]
+        binds = [(src if src == EMPTY_FOLDER else STAGE / rel, rel) for src, rel in mounts]
         exe, libs = STAGE / "bin" / "bwrap", (STAGE / "lib" if libs else None)
         preexec = functools.partial(_stage_and_drop, enter, [(str(s), str(STAGE / r)) for s, r in staged], uid)
     else:
@@ -116,7 +123,10 @@ def bind_args(binds: list[tuple[Path, str]], system: tuple[tuple[Path, str], ...
     for src, inside in system:
         args += ["--ro-bind", str(src), inside]
     for src, rel in binds:
-        args += ["--ro-bind", str(src), f"/sandbox/{rel}"]
+        if src == EMPTY_FOLDER:
+            args += ["--tmpfs", f"/sandbox/{rel}", "--remount-ro", f"/sandbox/{rel}"]
+        else:
+            args += ["--ro-bind", str(src), f"/sandbox/{rel}"]
     args += ["--dir", "/dev"]
     for name in DEVICES:
         args += ["--dev-bind", f"/dev/{name}", f"/dev/{name}"]

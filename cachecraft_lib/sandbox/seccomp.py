@@ -3,7 +3,8 @@
 Two filters. ``start`` is the allowlist of ``allowlist.py`` (every other call fails with EPERM, or ENOSYS
 where the C library falls back to a call the filter can check); bubblewrap installs it on its init and on
 the interpreter before it execs Python. ``run`` refuses ``execve``/``execveat``, further filters (``seccomp``,
-``prctl(PR_SET_SECCOMP)``: a filter the method installs could hand its calls to a listener or trap them) and the
+``prctl(PR_SET_SECCOMP)``: a filter the method installs could hand its calls to a listener or trap them;
+``prctl(PR_SET_DUMPABLE)``: the runtime made itself non-dumpable) and the
 calls only the start needs (``START_ONLY``: they name host facts) on top, and is installed by the child itself
 once the interpreter and numpy are loaded, before any untrusted code (seccomp filters only stack up, they can
 never be removed). Only the native architecture is allowed: a call through another entry point (i386's
@@ -16,7 +17,7 @@ import errno
 import functools
 import tempfile
 
-from .allowlist import CONDITIONAL, ENOSYS, EXEC, PRCTL_OPTIONS, START_ONLY, allowed_names
+from .allowlist import CONDITIONAL, ENOSYS, EXEC, PRCTL_OPTIONS, PRCTL_START_ONLY, START_ONLY, allowed_names
 
 
 def missing() -> str | None:
@@ -47,7 +48,8 @@ def compile_filter(deny_exec: bool) -> bytes:
         flt = sc.SyscallFilter(sc.ALLOW)
         for name in (*EXEC, "seccomp", *START_ONLY):
             _add(flt, sc.ERRNO(errno.EPERM), name)
-        _add(flt, sc.ERRNO(errno.EPERM), "prctl", sc.Arg(0, sc.EQ, PRCTL_OPTIONS["PR_SET_SECCOMP"]))
+        for option in (PRCTL_OPTIONS["PR_SET_SECCOMP"], *PRCTL_START_ONLY.values()):
+            _add(flt, sc.ERRNO(errno.EPERM), "prctl", sc.Arg(0, sc.EQ, option))
     else:
         flt = sc.SyscallFilter(sc.ERRNO(errno.EPERM))
         for name in allowed_names():

@@ -155,9 +155,10 @@ class Process:
                 raise self.death()
             try:
                 frame = reader.feed(chunk)
-            except frames.FrameError as err:
+            except Exception as err:  # noqa: BLE001 (FrameError, or anything a reader bug raises: never left open)
                 self.close()
-                raise Failure("protocol", f"malformed reply from the sandbox: {err}") from None
+                reason = err if isinstance(err, frames.FrameError) else type(err).__name__
+                raise Failure("protocol", f"malformed reply from the sandbox: {reason}") from None
             if frame is not None:
                 return frame
 

@@ -50,7 +50,17 @@ def encode(header: dict, arrays: dict[str, np.ndarray] | None = None, payload: b
 
 
 def parse_header(line: bytes) -> dict:
-    """The header object of one line (without its newline), checked; ``FrameError`` otherwise."""
+    """The header object of one line (without its newline), checked; ``FrameError`` otherwise, whatever is wrong
+    with it (a check that raised anything else would let a malformed reply past the caller's handling)."""
+    try:
+        return _parse_header(line)
+    except FrameError:
+        raise
+    except Exception as err:  # noqa: BLE001 (untrusted input: every failure is a protocol failure)
+        raise FrameError(f"a header that could not be read ({type(err).__name__})") from None
+
+
+def _parse_header(line: bytes) -> dict:
     if len(line) > MAX_HEADER:
         raise FrameError(f"a header of {len(line)} bytes (at most {MAX_HEADER})")
     if _depth(line) > MAX_DEPTH:
@@ -86,7 +96,8 @@ def _check_specs(specs: Any, nbytes: int) -> None:
         raise FrameError("an array list that is not a list")
     total = 0
     for spec in specs:
-        if not (isinstance(spec, list) and len(spec) == 3 and isinstance(spec[0], str) and spec[1] in DTYPES
+        if not (isinstance(spec, list) and len(spec) == 3 and isinstance(spec[0], str)
+                and isinstance(spec[1], str) and spec[1] in DTYPES
                 and isinstance(spec[2], list) and all(type(s) is int and 0 <= s <= MAX_PAYLOAD for s in spec[2])):
             raise FrameError(f"an array description {clean_text(spec, 200)} ([name, dtype of numbers, shape])")
         total += math.prod(spec[2]) * np.dtype(spec[1]).itemsize

@@ -60,12 +60,18 @@ def limit_memory(extra_mb: int, base: int = 0) -> None:
 # Limits the kernel counts per user (whatever else runs as the uid shares the count): small, so the sandbox takes
 # little of its uid's share (a root harness gives each sandbox a uid of its own; another user's sandboxes run as
 # that user). Pending signals: none are needed, one method queued 96,367; message queues and locked memory: none.
+PR_SET_DUMPABLE = 4
 PER_USER = {"RLIMIT_SIGPENDING": 16, "RLIMIT_MSGQUEUE": 0, "RLIMIT_MEMLOCK": 0}
 
 
 def limit_process(setup: dict) -> None:
     """CPU seconds over the whole life, tasks and descriptors of this process, the per-user limits (``PER_USER``);
-    no core files."""
+    no core files, and not dumpable: RLIMIT_CORE does not stop a piped ``core_pattern`` helper (systemd-coredump,
+    apport) from receiving the process's memory, test inputs included, and a non-dumpable process's memory is not
+    readable by other processes of its uid (``/proc/<pid>/mem``). The filter allows only ``PR_GET_DUMPABLE``, so
+    the method cannot undo it."""
+    import ctypes
+
     cpu = int(setup.get("cpu_life_s", 0))
     if cpu > 0:
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
@@ -76,6 +82,8 @@ def limit_process(setup: dict) -> None:
         resource.setrlimit(getattr(resource, name), (value, value))
     resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "the process could not be made non-dumpable")
 
 
 def reply(fd: int, header: dict, arrays: dict | None = None) -> None:
