@@ -120,3 +120,25 @@ def test_library_bars_are_text_only_when_headless(monkeypatch, on):
     bar = progress.tqdm(total=3, disable=True)
     assert bar.disable is (not on)
     bar.close()
+
+
+def test_the_commit_label_ignores_the_outputs_a_run_rewrites(tmp_path, monkeypatch):
+    """A run rewrites figures/, docs/timings.md and dvc.lock as it goes: those are not changes to what ran, and
+    must not mark later notebooks' rows ``+changes``; a changed source file must."""
+    import subprocess
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
+
+    git("init", "-q")
+    for name in ("figures/a.png", "docs/timings.md", "dvc.lock", "code.py"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("1")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x")
+    monkeypatch.setattr(run_timings, "REPO", tmp_path)
+    for name in ("figures/a.png", "docs/timings.md", "dvc.lock"):
+        (tmp_path / name).write_text("2")
+    assert not run_timings.commit().endswith("+changes")
+    (tmp_path / "code.py").write_text("2")
+    assert run_timings.commit().endswith("+changes")

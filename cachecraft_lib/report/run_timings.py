@@ -21,6 +21,7 @@ from ..paths import REPO, RUNS
 
 FIELDS = ["when", "commit", "profile", "notebook", "seconds", "status", "cpus", "load_before", "load_after"]
 DOC = REPO / "docs" / "timings.md"
+OUTPUTS = ("figures", "docs/timings.md", "dvc.lock")
 
 
 def timings_path(profile: str) -> Path:
@@ -39,8 +40,10 @@ def commit() -> str:
     try:
         out = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
                              text=True, timeout=10)
-        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10).stdout.strip()
+        # the outputs a run rewrites (figures, this doc, the pipeline's lock) are not changes to what ran
+        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no", "--", ".",
+                                *(f":(exclude){p}" for p in OUTPUTS)], capture_output=True, text=True,
+                               timeout=10).stdout.strip()
         return out.stdout.strip() + ("+changes" if dirty else "") if out.returncode == 0 else "unknown"
     except (OSError, subprocess.SubprocessError):
         return "unknown"
