@@ -2,7 +2,8 @@
 
 Reads ``dvc.yaml`` and ``dvc.lock`` through DVC and hashes the files they name (seconds). Three answers per stage:
 current; stale (a dependency changed since the lock: the files named, the notebooks upstream that rerun first;
-or an output the lock never recorded is not there yet, a file the stage writes since its last run); or EDITED (a committed output no longer matches the hash the lock recorded: changed by hand, or regenerated
+or an output the lock never recorded: not there yet, a file the stage writes since its last run, or there, made by a
+run from before the stage declared it); or EDITED (a committed output no longer matches the hash the lock recorded: changed by hand, or regenerated
 without the pipeline). Only EDITED outputs, or a ``dvc.yaml`` that no longer matches the notebooks' imports, make
 the check fail: a stale output is the normal state between a code change and the next ``make reproduce``.
 Measurements (notebook 06) and arena rounds (notebook 08, frozen) are reported as such.
@@ -29,13 +30,15 @@ class StageStatus:
     changed_deps: dict[str, str] = field(default_factory=dict)  # path -> modified / deleted / new
     edited_outs: dict[str, str] = field(default_factory=dict)
     new_outs: list[str] = field(default_factory=list)  # declared, never made: not in dvc.lock, not on disk
+    unrecorded_outs: list[str] = field(default_factory=list)  # on disk, but a run before they were declared made them
     command_changed: bool = False
     upstream: list[str] = field(default_factory=list)  # stale stages whose outputs this one reads
     outs: int = 0
 
     @property
     def stale(self) -> bool:
-        return bool(self.changed_deps or self.command_changed or self.upstream or self.new_outs)
+        return bool(self.changed_deps or self.command_changed or self.upstream or self.new_outs
+                    or self.unrecorded_outs)
 
 
 @dataclass
@@ -76,10 +79,12 @@ def collect(root: Path = REPO) -> list[StageStatus]:
             entries = stage.status().get(stage.addressing, [])
             deps, outs, command = _changes(entries)
             deps = {p: c if p in locked.get(stage.name, ()) else "newly reached" for p, c in deps.items()}
-            new = sorted(p for p, c in outs.items() if c == "deleted" and p not in locked_outs.get(stage.name, ()))
-            outs = {p: c for p, c in outs.items() if p not in new}
+            unlocked = sorted(p for p in outs if p not in locked_outs.get(stage.name, ()))
+            new = [p for p in unlocked if outs[p] == "deleted"]
+            unrecorded = [p for p in unlocked if outs[p] != "deleted"]  # nothing to compare them with: not EDITED
+            outs = {p: c for p, c in outs.items() if p not in unlocked}
             meta = stage.meta or {}
-            found.append(StageStatus(stage.name, meta.get("kind", "computed"), deps, outs, new, command,
+            found.append(StageStatus(stage.name, meta.get("kind", "computed"), deps, outs, new, unrecorded, command,
                                      outs=len(stage.outs)))
         by_name = {s.name: s for s in found}
         for stage in stages:
@@ -119,6 +124,7 @@ def describe(report: Report) -> list[str]:
         why = [_grouped(change, sorted(p for p, c in s.changed_deps.items() if c == change))
                for change in sorted(set(s.changed_deps.values()))]
         why += [f"not yet made: {', '.join(s.new_outs)}"] * bool(s.new_outs)
+        why += [f"not in dvc.lock yet: {', '.join(s.unrecorded_outs)}"] * bool(s.unrecorded_outs)
         why += ["its command changed"] * s.command_changed + [f"{u} reruns first" for u in s.upstream]
         shown = "; ".join(why)
         note = f" [{KIND_NOTE[s.kind]}]" if s.kind in KIND_NOTE else ""
