@@ -173,7 +173,7 @@ if [ "$RECORD" = 1 ]; then
       cat "$RUN/$mode/guest.log" 2>/dev/null || echo "(none)"
       echo '```'
     done
-  } >docs/vm_runs/latest.md
+  } | sed "s#$CHECKOUT#<checkout>#g" >docs/vm_runs/latest.md  # the record names no path of this machine
   echo "== recorded in docs/vm_runs/latest.md"
 fi
 exit $status
