@@ -102,8 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     board = arena.board(args.board)
     rows = arena.run(board, arena.items(board, "test", secret), contenders(args.stem, events, args.board, folder))
     units = unit_values(rows, board)
-    merged = compare(units, pd.read_csv(SAMPLES / f"{args.stem}.csv.gz"))
     committed = pd.read_csv(SAMPLES / f"{args.stem}.csv.gz")
+    merged = compare(units, committed)
     worst = float(merged["diff"].max()) if merged["diff"].notna().all() else float("nan")
     print(json.dumps({"units": len(merged), "methods": sorted(merged.method.unique()), "max_abs_diff": worst,
                       "not_rescored": sorted(set(committed.method) - set(merged.method)),
