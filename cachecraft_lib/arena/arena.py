@@ -26,8 +26,7 @@ board's best entry's values from there.
 
 from __future__ import annotations
 
-import hashlib
-import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,6 +51,7 @@ from .recording import (
     save_units,
 )
 from .results import DevReport, Entry, Rejection
+from .row_cache import RowCache, RowKey, code_fingerprint, model_fingerprint
 from .scoring import score
 from .scoring.code_shape import checked_digests
 from .scoring.events import Kind
@@ -67,6 +67,7 @@ class Arena:
     root: Path | None = None
     progress: bool = True
     weak_secret_ok: bool = False  # --weak-secret-ok: a typed secret below the estimate (the round records it)
+    rows_root: Path | None = None  # where the baselines' rows are kept (``row_cache``); None: ``root``
     boards: dict[str, Board] = field(init=False)
     _loaded: tuple[Any, Any] | None = field(default=None, init=False, repr=False)
     _loaded_name: str | None = field(default=None, init=False, repr=False)
@@ -77,6 +78,7 @@ class Arena:
         self.boards = load_boards(board_data_profile(self.profile))  # the gpu stand-in: smoke boards
         self.root = Path(self.root) if self.root else results_dir("arena", self.profile)
         self.settings = get_profile(self.profile) if self.profile in PROFILES else None
+        self.rows = RowCache(Path(self.rows_root) if self.rows_root else self.root)
 
     # ------------------------------------------------------------------------------------ plumbing
     def board(self, name: str) -> Board:
@@ -100,12 +102,17 @@ class Arena:
         """The profile's model, or the board's own (board C names a reasoning model on the paper profile)."""
         from ..models.loading import load_model
 
-        p = self.settings
-        name = (board.model if board is not None and board.model else None) or (p.models[0] if p else "tiny")
+        name, device, dtype = self._model_spec(board)
         if self._loaded is None or self._loaded_name != name:
-            self._loaded = load_model(name, device=p.device if p else "cpu", dtype=p.dtype if p else "float32")
+            self._loaded = load_model(name, device=device, dtype=dtype)
             self._loaded_name = name
         return self._loaded
+
+    def _model_spec(self, board: Board | None = None) -> tuple[str, str | None, str]:
+        """(model, device, dtype) as ``model`` loads it: the board's own model, else the profile's."""
+        p = self.settings
+        name = getattr(board, "model", None) or (p.models[0] if p else "tiny")
+        return (name, p.device if p else "cpu", p.dtype if p else "float32")
 
     def _source(self) -> str:
         return self.settings.ruler_source if self.settings and self.settings.ruler_source != "hf" else "auto"
@@ -135,19 +142,23 @@ class Arena:
 
     # ------------------------------------------------------------------------------------------ dev
     def dev_baselines(self, board: Board) -> pd.DataFrame:
-        """Every baseline's rows on the dev items, computed once and cached (keyed by the board's rules)."""
-        rules = [board.budgets, board.items, board.tasks, board.lengths, board.baselines, board.questions_per_context,
-                 split_seed(board, "dev")]
+        """Every baseline's rows on the dev items, computed once and kept (``row_cache``)."""
+        return self._kept_rows(board, "dev", split_seed(board, "dev"), lambda: self.items(board, "dev"),
+                               [baseline_contender(b) for b in board.baselines])
+
+    def _kept_rows(self, board: Board, split: str, seed: int, items: Callable[[], pd.DataFrame],
+                   contenders: list[Contender]) -> pd.DataFrame:
+        """Trusted contenders' rows on a split, read from ``self.rows`` when the same board rules, seed, model and
+        code wrote them, else run and kept."""
+        rules = [board.budgets, board.items, board.tasks, board.lengths, board.questions_per_context, seed]
         if board.decode_time:
             rules += [board.setting, board.benchmark, board.chunk, board.slack, board.max_new_tokens, board.model]
-        key = hashlib.sha256(json.dumps(rules).encode()).hexdigest()
-        path = self.root / "dev" / board.name / f"baselines-{key[:12]}.parquet"
-        if path.exists():
-            return pd.read_parquet(path)
-        items = self.items(board, "dev")
-        rows = self.run(board, items, [baseline_contender(b) for b in board.baselines])
-        path.parent.mkdir(parents=True, exist_ok=True)
-        rows.to_parquet(path)
+        key = RowKey(board.name, split, tuple(rules), tuple(c.name for c in contenders),
+                     model_fingerprint(*self._model_spec(board)), code_fingerprint())
+        rows = self.rows.load(key)
+        if rows is None:
+            rows = self.run(board, items(), contenders)
+            self.rows.save(key, rows)
         return rows
 
     def dev(self, board_name: str, contender: Contender) -> DevReport:
@@ -197,7 +208,11 @@ class Arena:
         rnd = self.open_round(secret, round_)
         for look in looks:
             self.ledger.append(Kind.TEST_LOOK, {"board": board.name, "round": rnd.number, **look})
-        return self.run(board, self.items(board, "test", rnd), contenders)
+        items = lambda: self.items(board, "test", rnd)  # noqa: E731
+        if all(c.kind == "baseline" for c in contenders):  # trusted and deterministic: kept (``row_cache``)
+            return self._kept_rows(board, "test", split_seed(board, "test", rnd.secret, rnd.number), items,
+                                   contenders)
+        return self.run(board, items(), contenders)
 
     def record_baselines(self, board_name: str, secret: bytes | Round, round_: int = 1) -> pd.DataFrame:
         """The board's baselines on the round's test items, in the ledger (skipped when already there); under

@@ -95,12 +95,6 @@ class RayArena(Arena):
             self._tokenizers[name] = tokenizer
         return None, self._tokenizers[name]
 
-    def _model_spec(self, board: Board | None = None) -> tuple[str, str | None, str]:
-        """(model, device, dtype) as ``Arena.model`` loads it: the board's own model, else the profile's."""
-        p = self.settings
-        name = getattr(board, "model", None) or (p.models[0] if p else "tiny")
-        return (name, p.device if p else "cpu", p.dtype if p else "float32")
-
     def parts_dir(self, board: Board, split: str) -> Path:
         """Where the (context, contender) results of a board's split are kept until the board is recorded."""
         if split == "dev":
