@@ -203,3 +203,35 @@ def test_openevolve_configs():
     assert offline.init_client is not None and "not an LLM" in offline.name
     with pytest.raises(ValueError, match="mutator"):
         build_config(5, "gpt")
+
+
+def test_kept_digest_tells_kept_sets_apart():
+    import numpy as np
+
+    from cachecraft_lib.search.samples import kept_digest
+
+    same = [kept_digest([[1, 2, 3], [4, 5]]), kept_digest([np.array([1, 2, 3]), np.array([4, 5], dtype=np.int32)])]
+    assert same[0] == same[1]
+    others = [kept_digest(k) for k in ([[1, 2], [3, 4, 5]], [[3, 2, 1], [4, 5]], [[1, 2, 3], [4, 6]],
+                                       [[1, 2, 3]], None, [None, [4, 5]])]
+    assert len({same[0], *others}) == 1 + len(others)
+
+
+@pytest.mark.slow
+def test_a_kept_set_already_answered_is_read_back_with_the_same_score(evaluator):
+    """A program keeping the same tokens as one scored before (its weights doubled: the same ranking, exactly)
+    gets every answer read back, and the score answering anew gives; another ranking is answered."""
+    twin = SEED.replace("WEIGHTS = (0.60, 0.25, 0.15)", "WEIGHTS = (1.20, 0.50, 0.30)")
+    first = evaluator.run_stage(SEED, 2)
+    before = evaluator.answered
+    assert evaluator.run_stage(twin, 2) == first and evaluator.answered == before
+    evaluator.memo_answers = False
+    try:
+        assert evaluator.run_stage(twin, 2) == first
+        assert evaluator.answered == before + len(evaluator.stage_rows[2])
+    finally:
+        evaluator.memo_answers = True
+    tokens = SEED.replace('SELECTION = "chunked"', 'SELECTION = "tokens"')  # other kept sets
+    keys = len(evaluator._answers)
+    evaluator.run_stage(tokens, 2)
+    assert len(evaluator._answers) > keys

@@ -17,7 +17,9 @@ memory blow-up or tampering makes the candidate *invalid* (``valid = 0``, fitnes
 the artifacts, which OpenEvolve shows the mutator in the next prompt. The model, the data and every
 sample's feature contexts are computed once per worker process and reused for all candidates; a sample's
 prefill is not kept but re-run when a candidate answers (``samples``), so memory does not grow with the
-number of stage samples.
+number of stage samples. Two candidates that keep the same tokens of a sample get the same greedy answer, so
+each sample's answer is computed once per distinct kept set (``memo_answers``; ``benchmarks/bench_cascade.py``
+compares it with answering every time).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from pathlib import Path
 from ..models.loading import load_model
 from ..models.pipeline import TokenwiseQuestionPipeline
 from ..ruler import load, score
-from .samples import StageSample, answer, build_sample
+from .samples import StageSample, answer, build_sample, kept_digest
 from .sandbox import CandidateFailed, Sandbox
 from .static_checks import stage0
 
@@ -74,6 +76,8 @@ class SearchSettings:
 class CascadeEvaluator:
     """Holds the model, data and per-sample prefill state of one worker; scores candidates stage by stage."""
 
+    memo_answers: bool = True  # False: answer every sample anew (the benchmark's baseline)
+
     def __init__(self, settings: SearchSettings) -> None:
         self.settings = settings
         self.model, self.tokenizer = load_model(settings.model, device=settings.device, dtype=settings.dtype)
@@ -88,6 +92,8 @@ class CascadeEvaluator:
         self.pipe = TokenwiseQuestionPipeline(model=self.model, tokenizer=self.tokenizer, device=self.model.device)
         self._samples: dict[tuple[int, int], StageSample] = {}
         self._s1_cache: dict[str, dict] = {}
+        self._answers: dict[tuple[int, int, str], str] = {}  # (stage, sample, kept set's digest) -> answer
+        self.answered = 0  # answers computed (the rest were read from ``_answers``)
         self._s1_scores: dict[str, float] = {}  # S1 already measured (the seed's, for the gate), by source digest
         self.seed_source = Path(settings.seed_program).read_text() if settings.seed_program else None
         self.gate = settings.gate if settings.gate is not None else self._scaled_gate()
@@ -103,7 +109,18 @@ class CascadeEvaluator:
         return self._samples[key]
 
     def _answer(self, sample: StageSample, kept: list | None) -> str:
+        self.answered += 1
         return answer(self.model, self.pipe, sample, kept)
+
+    def _kept_answer(self, stage: int, i: int, kept: list) -> str:
+        """The stage's ``i``-th sample answered from the cache that keeps ``kept``: computed once per distinct kept
+        set (greedy decoding from the same cache gives the same answer)."""
+        if not self.memo_answers:
+            return self._answer(self._sample(stage, i), kept)
+        key = (stage, i, kept_digest(kept))
+        if key not in self._answers:
+            self._answers[key] = self._answer(self._sample(stage, i), kept)
+        return self._answers[key]
 
     def _scaled_gate(self) -> float:
         """The paper's gate in this model's terms: relative to the seed's S1 (module doc)."""
@@ -127,9 +144,8 @@ class CascadeEvaluator:
         preds = []
         with Sandbox(source, timeout_s=self.settings.timeout_s, memory_mb=self.settings.memory_mb) as box:
             for i in range(len(rows)):
-                sample = self._sample(stage, i)
-                kept = box.select_layers(sample.contexts)
-                preds.append(self._answer(sample, kept))
+                kept = box.select_layers(self._sample(stage, i).contexts)
+                preds.append(self._kept_answer(stage, i, kept))
         return score(rows.assign(predicted_answer=preds))["aggregate"]
 
     def stage1(self, source: str) -> dict:

@@ -11,9 +11,11 @@ What stays per sample is its contexts (numpy, on the CPU) and its context and qu
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 from kvpress import BasePress
 
@@ -67,6 +69,18 @@ def build_sample(model: Any, pipe: Any, row: Any, compression_ratio: float, n_qu
         cache = prefill_cache(model, ids["context_ids"])
     del cache
     return StageSample(row, press.contexts, ids["context_ids"].cpu(), ids["questions_ids"][0].cpu())
+
+
+def kept_digest(kept: list | None) -> str:
+    """A digest of the token indices each layer keeps, in order (None: every token)."""
+    digest = hashlib.sha256()
+    for idx in kept if kept is not None else [None]:
+        if idx is None:
+            digest.update(b"all;")
+        else:
+            indices = np.asarray(idx, dtype=np.int64).ravel()
+            digest.update(f"{indices.size}:".encode() + indices.tobytes() + b";")
+    return digest.hexdigest()
 
 
 def answer(model: Any, pipe: Any, sample: StageSample, kept: list | None) -> str:
