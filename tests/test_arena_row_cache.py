@@ -73,10 +73,13 @@ def test_the_code_fingerprint_covers_every_library_file(tmp_path, monkeypatch):
     row_cache.code_fingerprint.cache_clear()
     try:
         before = row_cache.code_fingerprint()
-        deep = library / "methods" / "registry.py"  # a module the baselines' rows pass through
-        deep.write_text(deep.read_text() + "\n# an edit\n")
-        row_cache.code_fingerprint.cache_clear()
-        assert row_cache.code_fingerprint() != before
+        seen = {before}
+        for edited in ("methods/registry.py", "arena/boards/smoke.yaml"):  # a module the rows pass through, a board
+            path = library / edited
+            path.write_text(path.read_text() + "\n# an edit\n")
+            row_cache.code_fingerprint.cache_clear()
+            seen.add(row_cache.code_fingerprint())
+        assert len(seen) == 3
     finally:
         row_cache.code_fingerprint.cache_clear()
 

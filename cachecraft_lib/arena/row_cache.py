@@ -6,10 +6,10 @@ every method with them, a round records them once per ledger, and notebook 07 ru
 
 The key says what the rows depend on: the board's rules, the split's generator seed (for test items, derived from
 the round's secret: the seed itself is not written anywhere), the contenders in order, the model (its name, dtype,
-device and the bytes of its files) and the code (every source file of ``cachecraft_lib`` and the versions of
-torch, transformers and kvpress). An edit anywhere in the library therefore recomputes rather than reusing rows
-an older version wrote. Dev rows go to ``<folder>/dev/<board>/``, test rows to ``<folder>/private/rows/<board>/``
-(beside the organiser's other private files).
+device and the bytes of its files) and the code (every file of ``cachecraft_lib``, the board files included, and
+the versions of torch, transformers and kvpress). An edit anywhere in the library therefore recomputes rather than
+reusing rows an older version wrote. Dev rows go to ``<folder>/dev/<board>/``, test rows to
+``<folder>/private/rows/<board>/`` (beside the organiser's other private files).
 """
 
 from __future__ import annotations
@@ -30,10 +30,10 @@ VERSIONED = ("torch", "transformers", "kvpress", "numpy", "pandas")
 
 @lru_cache(maxsize=1)
 def code_fingerprint() -> str:
-    """A digest of every library source file (path and bytes) and of the versions of the packages the rows pass
-    through: computed once per process (a few milliseconds)."""
+    """A digest of every library file (path and bytes: the code, the board and profile files, the RULER generator's
+    data) and of the versions of the packages the rows pass through: computed once per process (milliseconds)."""
     digest = hashlib.sha256()
-    for path in sorted(LIBRARY.rglob("*.py")):
+    for path in sorted(p for p in LIBRARY.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
         digest.update(str(path.relative_to(LIBRARY)).encode() + b"\0" + path.read_bytes() + b"\0")
     for name in VERSIONED:
         try:
