@@ -1,6 +1,7 @@
-"""The baselines' rows kept on disk (arena.row_cache): reused while the board, split, model and code are the same,
-recomputed when any of them changes, and shared between two arenas (notebook 07's second, for the post's methods)
-that name the same folder, the ledger of each still recording every look."""
+"""The baselines' rows kept (arena.row_cache): dev rows on disk, reused while the board, items, model and code are
+the same and recomputed when any of them changes; test rows in the process's memory only (never a file), shared
+between two arenas of one process (notebook 07's second, for the post's methods), each ledger still recording
+every look; a submission's rows never kept."""
 
 from __future__ import annotations
 
@@ -36,6 +37,13 @@ class CountingArena(Arena):
     def run(self, board, items, contenders):  # noqa: ANN001, ANN201 - Arena.run's signature
         self.runs += 1
         return super().run(board, items, contenders)
+
+
+@pytest.fixture(autouse=True)
+def _no_rows_from_another_test():
+    row_cache._IN_MEMORY.clear()
+    yield
+    row_cache._IN_MEMORY.clear()
 
 
 def _arena(root: Path, rows_root: Path | None = None) -> CountingArena:
@@ -101,15 +109,15 @@ def test_the_model_fingerprint_reads_the_weights(tmp_path, monkeypatch):
                                                                                                   "float32")
 
 
-def test_two_arenas_share_test_rows_and_each_ledger_records_every_look(tmp_path):
+def test_two_arenas_share_test_rows_in_memory_and_each_ledger_records_every_look(tmp_path):
     shared = tmp_path / "rows"
     first = _arena(tmp_path / "first", shared)
     first.record_baselines("A", SECRET)
     second = _arena(tmp_path / "second", shared)
     second.record_baselines("A", SECRET)
     assert (first.runs, second.runs) == (1, 0)  # the second arena read the rows the first kept
-    assert list((shared / "private" / "rows" / "A").glob("baselines-*.parquet"))
-    assert not (tmp_path / "second" / "private" / "rows").exists()
+    kept = [p for p in tmp_path.rglob("*") if p.is_file() and "rows" in p.parts]
+    assert kept == []  # the hidden items' rows (their answers) are never written to disk
 
     def recorded(arena: Arena, kind: str) -> list[dict]:
         return [{k: v for k, v in e["payload"].items() if k not in ("time", "paired")}
@@ -120,6 +128,16 @@ def test_two_arenas_share_test_rows_and_each_ledger_records_every_look(tmp_path)
     for name in ("baseline-snapkv", "baseline-no_press"):
         mine, theirs = (pd.read_parquet(a.root / "private" / "round1" / "A" / f"{name}.parquet") for a in (first, second))
         pd.testing.assert_frame_equal(mine, theirs)
+
+
+def test_nothing_on_disk_names_a_test_split(tmp_path):
+    arena = _arena(tmp_path)
+    arena.dev_baselines(arena.boards["A"])
+    dev_files = sorted(tmp_path.rglob("baselines-*"))
+    arena.record_baselines("A", SECRET)
+    assert sorted(tmp_path.rglob("baselines-*")) == dev_files  # the round added no kept file
+    with pytest.raises(ValueError):
+        arena.rows.path(row_cache.RowKey("A", "test", "", "", (), "", ""))
 
 
 def test_another_round_draws_other_items_and_runs_again(tmp_path):
@@ -139,12 +157,14 @@ def test_a_file_that_no_longer_reads_is_recomputed(tmp_path):
     assert arena.runs == 2 and pd.read_parquet(kept).equals(rows)
 
 
-@pytest.mark.parametrize("kind", ["submission"])
-def test_a_submission_is_never_kept(tmp_path, kind):
+@pytest.mark.parametrize("kind,name", [("submission", "someone"), ("baseline", "not-a-baseline-of-the-board"),
+                                       ("submission", "snapkv")])
+def test_only_the_boards_own_baselines_are_kept(tmp_path, kind, name):
     from cachecraft_lib.arena.board_runner import baseline_contender
 
     arena = _arena(tmp_path)
-    contender = replace(baseline_contender("snapkv"), kind=kind, name="someone")
-    arena.run_test(arena.boards["A"], arena.ensure_round(SECRET), 1, [contender], [])
-    arena.run_test(arena.boards["A"], arena.ensure_round(SECRET), 1, [contender], [])
-    assert arena.runs == 2 and not (tmp_path / "private" / "rows").exists()
+    contender = replace(baseline_contender("snapkv"), kind=kind, name=name)
+    for _ in range(2):
+        arena.run_test(arena.boards["A"], arena.ensure_round(SECRET), 1, [contender], [])
+        arena._kept_rows(arena.boards["A"], "dev", arena.items(arena.boards["A"], "dev"), [contender])
+    assert arena.runs == 4 and not row_cache._IN_MEMORY and not list(tmp_path.rglob("baselines-*"))

@@ -26,8 +26,8 @@ board's best entry's values from there.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+import json
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +40,7 @@ from ..sandbox import BoundaryUnavailable, plan
 from ..sandbox import boundary as os_boundary
 from .board_runner import BoardRunner, Contender, baseline_contender, submission_contender
 from .boards.boards import Board, load_boards
-from .boards.items import board_items, split_seed
+from .boards.items import board_items
 from .recording import (
     best_entry,
     entry_payload,
@@ -51,7 +51,7 @@ from .recording import (
     save_units,
 )
 from .results import DevReport, Entry, Rejection
-from .row_cache import RowCache, RowKey, code_fingerprint, model_fingerprint
+from .row_cache import RowCache, RowKey, code_fingerprint, items_digest, model_fingerprint
 from .scoring import score
 from .scoring.code_shape import checked_digests
 from .scoring.events import Kind
@@ -143,21 +143,19 @@ class Arena:
     # ------------------------------------------------------------------------------------------ dev
     def dev_baselines(self, board: Board) -> pd.DataFrame:
         """Every baseline's rows on the dev items, computed once and kept (``row_cache``)."""
-        return self._kept_rows(board, "dev", split_seed(board, "dev"), lambda: self.items(board, "dev"),
-                               [baseline_contender(b) for b in board.baselines])
+        return self._kept_rows(board, "dev", self.items(board, "dev"), [baseline_contender(b) for b in board.baselines])
 
-    def _kept_rows(self, board: Board, split: str, seed: int, items: Callable[[], pd.DataFrame],
-                   contenders: list[Contender]) -> pd.DataFrame:
-        """Trusted contenders' rows on a split, read from ``self.rows`` when the same board rules, seed, model and
-        code wrote them, else run and kept."""
-        rules = [board.budgets, board.items, board.tasks, board.lengths, board.questions_per_context, seed]
-        if board.decode_time:
-            rules += [board.setting, board.benchmark, board.chunk, board.slack, board.max_new_tokens, board.model]
-        key = RowKey(board.name, split, tuple(rules), tuple(c.name for c in contenders),
-                     model_fingerprint(*self._model_spec(board)), code_fingerprint())
+    def _kept_rows(self, board: Board, split: str, items: pd.DataFrame, contenders: list[Contender]) -> pd.DataFrame:
+        """The board's baselines' rows on ``items``, read from ``self.rows`` when the same board, items, model and
+        code gave them, else run and kept; any other contender is always run."""
+        if not all(c.kind == "baseline" and c.name in board.baselines for c in contenders):
+            return self.run(board, items, contenders)
+        key = RowKey(board.name, split, json.dumps(asdict(board), sort_keys=True, default=str), items_digest(items),
+                     tuple(c.name for c in contenders), model_fingerprint(*self._model_spec(board)),
+                     code_fingerprint())
         rows = self.rows.load(key)
         if rows is None:
-            rows = self.run(board, items(), contenders)
+            rows = self.run(board, items, contenders)
             self.rows.save(key, rows)
         return rows
 
@@ -208,11 +206,7 @@ class Arena:
         rnd = self.open_round(secret, round_)
         for look in looks:
             self.ledger.append(Kind.TEST_LOOK, {"board": board.name, "round": rnd.number, **look})
-        items = lambda: self.items(board, "test", rnd)  # noqa: E731
-        if all(c.kind == "baseline" for c in contenders):  # trusted and deterministic: kept (``row_cache``)
-            return self._kept_rows(board, "test", split_seed(board, "test", rnd.secret, rnd.number), items,
-                                   contenders)
-        return self.run(board, items(), contenders)
+        return self._kept_rows(board, "test", self.items(board, "test", rnd), contenders)  # baselines: kept in memory
 
     def record_baselines(self, board_name: str, secret: bytes | Round, round_: int = 1) -> pd.DataFrame:
         """The board's baselines on the round's test items, in the ledger (skipped when already there); under

@@ -37,6 +37,7 @@ from ..util.ray import Tracker, collect, ray_session, task_resources
 from .arena import Arena
 from .board_runner import Contender
 from .boards.boards import Board
+from .row_cache import code_fingerprint, model_fingerprint
 from .scoring.rounds import Round
 
 
@@ -171,9 +172,10 @@ def _raise_failed(failed: dict[str, tuple[str, str | None]]) -> None:
 
 
 def context_key(board: Board, model: tuple, items: pd.DataFrame) -> str:
-    """What a context's results depend on: the board's rules, the model and the context's items."""
-    text = json.dumps([asdict(board), list(model), items[list(items.columns)].astype(str).values.tolist()],
-                      sort_keys=True, default=str)
+    """What a context's results depend on: the board's rules, the model (and its files), the context's items and
+    the library's code (``row_cache``): a run resumed after an edit recomputes its parts rather than reusing them."""
+    text = json.dumps([asdict(board), list(model), model_fingerprint(*model), code_fingerprint(),
+                       items[list(items.columns)].astype(str).values.tolist()], sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 

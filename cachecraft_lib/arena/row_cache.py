@@ -1,15 +1,20 @@
-"""The baselines' rows kept on disk and reused while nothing that produced them has changed.
+"""The baselines' rows kept and reused while nothing that produced them has changed.
 
 A board's baselines on one split give the same rows for the same items, model and code: ``arena dev`` compares
 every method with them, a round records them once per ledger, and notebook 07 runs them again in a second arena
-(its post's methods, with a ledger of their own). Kept here, each is computed once per profile.
+(its post's methods, with a ledger of their own). Kept here, each is computed once.
 
-The key says what the rows depend on: the board's rules, the split's generator seed (for test items, derived from
-the round's secret: the seed itself is not written anywhere), the contenders in order, the model (its name, dtype,
-device and the bytes of its files) and the code (every file of ``cachecraft_lib``, the board files included, and
-the versions of torch, transformers and kvpress). An edit anywhere in the library therefore recomputes rather than
-reusing rows an older version wrote. Dev rows go to ``<folder>/dev/<board>/``, test rows to
-``<folder>/private/rows/<board>/`` (beside the organiser's other private files).
+The key says what the rows depend on: the whole board (its rules as loaded, so a board changed in memory or
+another profile's board is another key), the items themselves (a digest of every column: where they came from,
+generated or a hub dataset, is in them), the contenders in order, the model (its name, dtype, device and the bytes
+of a local model's files; a hub id by name) and the code (every file of ``cachecraft_lib`` and the versions of
+torch, transformers and kvpress). An edit anywhere in the library therefore recomputes rather than reusing rows
+an older version wrote.
+
+Dev rows (public items) are kept on disk under ``<folder>/dev/<board>/``. Test rows are kept **in this process's
+memory only**: they hold the hidden items' answers (the full cache's are nearly the references), which the arena
+never writes to disk outside the ledger's per-unit scores, and a file named after the split's seed would let
+anyone who lists the folder try every seed; in memory, notebook 07's second arena still reads the first's.
 """
 
 from __future__ import annotations
@@ -17,6 +22,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import tempfile
+import warnings
+from collections import OrderedDict
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import metadata
@@ -66,35 +74,52 @@ def model_fingerprint(name: str, device: str | None, dtype: str | None) -> str:
     return digest.hexdigest()
 
 
+def items_digest(items: pd.DataFrame) -> str:
+    """A digest of every column of every item (as text: answers are lists)."""
+    text = json.dumps([list(map(str, items.columns)), items.astype(str).values.tolist()], default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 @dataclass(frozen=True)
 class RowKey:
-    """What a set of rows depends on; ``digest`` names their file."""
+    """What a set of rows depends on; ``digest`` names it."""
 
     board: str
     split: str  # "dev" | "test"
-    rules: tuple  # the board's rules and the split's seed, JSON-able
+    rules: str  # the whole board as loaded, as JSON
+    items: str  # items_digest
     contenders: tuple[str, ...]
     model: str  # model_fingerprint
     code: str  # code_fingerprint
 
     @property
     def digest(self) -> str:
-        parts = [self.board, self.split, list(self.rules), list(self.contenders), self.model, self.code]
-        return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()
+        parts = [self.board, self.split, self.rules, self.items, list(self.contenders), self.model, self.code]
+        return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
+
+
+_IN_MEMORY: OrderedDict[str, pd.DataFrame] = OrderedDict()  # test rows of this process, by digest
+IN_MEMORY_LIMIT = 16  # boards' test rows kept at once (a few MB each at most)
 
 
 @dataclass(frozen=True)
 class RowCache:
-    """Rows kept under ``folder`` (an arena folder, or a profile's shared one)."""
+    """Dev rows kept under ``folder`` (an arena folder, or a profile's shared one); test rows in memory."""
 
     folder: Path
 
     def path(self, key: RowKey) -> Path:
-        where = self.folder / "dev" / key.board if key.split == "dev" else self.folder / "private" / "rows" / key.board
-        return where / f"baselines-{key.digest[:16]}.parquet"
+        if key.split != "dev":
+            raise ValueError("only dev rows are kept on disk")
+        return self.folder / "dev" / key.board / f"baselines-{key.digest[:16]}.parquet"
 
     def load(self, key: RowKey) -> pd.DataFrame | None:
-        """The kept rows, or None (none kept, or a file that no longer reads: it is recomputed and replaced)."""
+        """The kept rows (a copy), or None (none kept, or a file that no longer reads: recomputed and replaced)."""
+        if key.split != "dev":
+            rows = _IN_MEMORY.get(key.digest)
+            if rows is not None:
+                _IN_MEMORY.move_to_end(key.digest)
+            return None if rows is None else rows.copy()
         path = self.path(key)
         if not path.is_file():
             return None
@@ -104,9 +129,20 @@ class RowCache:
             return None
 
     def save(self, key: RowKey, rows: pd.DataFrame) -> None:
-        """Written to a temporary name and moved, so a reader never sees half a file."""
+        """Kept for the next caller. On disk: written to a temporary file and moved, so a reader never sees half a
+        file; a folder that cannot be written loses the reuse, never the run."""
+        if key.split != "dev":
+            _IN_MEMORY[key.digest] = rows.copy()
+            while len(_IN_MEMORY) > IN_MEMORY_LIMIT:
+                _IN_MEMORY.popitem(last=False)
+            return
         path = self.path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".tmp-{os.getpid()}")
-        rows.to_parquet(tmp)
-        tmp.replace(path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+            os.close(fd)
+            rows.to_parquet(tmp)
+            os.replace(tmp, path)
+        except OSError as err:
+            warnings.warn(f"the baselines' dev rows could not be kept at {path} ({err}); they are recomputed next "
+                          "time", stacklevel=2)
