@@ -16,6 +16,7 @@ if [ "${2:-}" = arena ]; then
   timeout "${ARENA_TIMEOUT_S:-900}" .venv/bin/cachecraft arena dev cachecraft_lib/arena/examples/frc --board A \
     --profile smoke --root "$root" >"/mnt/out/arena-$name.log" 2>&1
   rc=$?
+  cp -r "$root/dev" "/mnt/out/arena-$name-dev" 2>/dev/null || true  # the baselines' dev rows, to replay the scoring on the host
   tail -8 "/mnt/out/arena-$name.log"
   echo "SUMMARY $name: arena dev frc A smoke: exit $rc$([ $rc = 124 ] && echo ": stopped after ${ARENA_TIMEOUT_S:-900} s")" \
        "($(( $(date +%s) - t0 )) s)"
