@@ -80,7 +80,7 @@ def post_methods_table(arena: Any, examples: Path = EXAMPLES, secret: bytes | No
                        test_root: Path | None = None, methods: Iterable[str] | None = None) -> pd.DataFrame:
     """One row per post method: measured on the dev items of its board here (and, with ``secret``, submitted on
     the test items in an arena of its own at ``test_root``: its own ledger, so the caller's leaderboard and rate
-    limits are untouched; the baselines' rows the caller's arena kept are read, not run again), beside the
+    limits are untouched; the baselines' test rows the caller's arena kept in memory are read, not run again), beside the
     reference arena's numbers; a method whose folder or board is missing says why."""
     from .arena import Arena
 
@@ -89,7 +89,7 @@ def post_methods_table(arena: Any, examples: Path = EXAMPLES, secret: bytes | No
     if secret is not None:
         if test_root is None:
             raise ValueError("submitting on the test items needs test_root, an arena folder of its own")
-        tester = Arena(arena.profile, test_root, progress=arena.progress, rows_root=arena.rows.folder)
+        tester = Arena(arena.profile, test_root, progress=arena.progress)
     rows = []
     for method in POST_METHODS:
         if wanted is not None and method.name not in wanted:
