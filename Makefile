@@ -72,7 +72,8 @@ $(PIPELINE): pyproject.toml $(STAMP)
 
 # At the cpu profile (whose outputs are committed) only the stale notebooks run, through `cachecraft reproduce
 # --only` (dvc repro), after dvc.yaml is brought up to the notebooks' imports; FORCE=1 reruns them all. Notebook
-# 08's arena rounds are frozen stages and never rerun here. Another profile writes under runs/ and runs every notebook.
+# 08's revealed rounds are replayed (their secrets and plans as committed); a round not revealed is frozen and never
+# rerun here. Another profile writes under runs/ and runs every notebook.
 reproduce: install $(PIPELINE)
 ifeq ($(PROFILE),cpu)
 	$(BIN)/python -m cachecraft_lib.report.pipeline

@@ -22,6 +22,24 @@ def test_notebook_08_search_in_the_arena(tmp_path):
     r = run_notebook(list_notebooks(["08"])[0], "smoke", out_dir=tmp_path, figures=figures,
                      parameters={"ROOT": str(tmp_path / "arena")}).records
     check(r, figures)
+    assert r["mode"] == "new"
+    replay_reproduces_the_round(r, figures, tmp_path)
+
+
+def replay_reproduces_the_round(r: dict, figures, tmp_path) -> None:
+    """Revealing the round's secret beside its ledger turns the next run into a replay (ROUND="auto"): the same plan
+    and secret in a fresh arena, every table, figure and per-unit file byte for byte, the round's record untouched."""
+    from pathlib import Path
+
+    revealed = figures / "samples" / "08_search_arena_revealed_secret.txt"
+    revealed.write_text(Path(r["secret_file"]).read_text())
+    before = {p.relative_to(figures): p.read_bytes() for p in figures.rglob("*") if p.is_file()}
+    again = run_notebook(list_notebooks(["08"])[0], "smoke", out_dir=tmp_path / "replay", figures=figures,
+                         parameters={"ROOT": str(tmp_path / "arena-replay")}).records
+    assert again["mode"] == "replay" and again["kinds"] == r["kinds"]
+    after = {p.relative_to(figures): p.read_bytes() for p in figures.rglob("*") if p.is_file()}
+    assert sorted(after) == sorted(before)
+    assert [str(p) for p in sorted(before) if before[p] != after[p]] == []
 
 
 def check(r: dict, figures) -> None:

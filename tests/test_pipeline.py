@@ -118,7 +118,9 @@ def test_every_committed_output_belongs_to_exactly_one_stage():
         for out in stage["outs"]:
             owners.setdefault(next(iter(out)), []).append(name)
     assert {p: o for p, o in owners.items() if len(o) > 1} == {}
-    assert committed - set(owners) == set(), "committed outputs no stage writes (add them to pipeline_outs)"
+    records = {d for s in _declared().values() if s["meta"]["kind"] == "replay" for d in s["deps"]
+               if d.startswith("figures/") and d.endswith(pipeline.RECORD_SUFFIXES)}  # a replayed round's record
+    assert committed - set(owners) - records == set(), "committed outputs no stage writes (add them to pipeline_outs)"
     assert all(next(iter(o.values())) == {"cache": False} for s in _declared().values() for o in s["outs"])
 
 
@@ -127,11 +129,34 @@ def test_an_f_string_name_becomes_a_pattern():
     assert saved_names(source) == [("savefig", "fig_x*"), ("save_table", "table_y")]
 
 
-def test_rounds_are_frozen_and_make_reproduce_never_names_them():
+def test_revealed_rounds_replay_and_unrevealed_ones_are_frozen():
     declared = _declared()
     frozen = {n for n, s in declared.items() if s.get("frozen")}
-    assert frozen == {n for n, s in declared.items() if s["meta"]["kind"] == "round"} and frozen
+    assert frozen == {n for n, s in declared.items() if s["meta"]["kind"] == "round"}
     assert set(pipeline.rerunnable()) == set(declared) - frozen
+    replays = {n: s for n, s in declared.items() if s["meta"]["kind"] == "replay"}
+    assert set(replays) == {"08_search_in_the_arena", "08_search_in_the_arena_B_offline"}  # both rounds revealed
+    for name, stage in replays.items():
+        stem = "08_search_arena" + name.removeprefix("08_search_in_the_arena")
+        record = {f"figures/samples/{stem}{end}" for end in pipeline.RECORD_SUFFIXES}
+        outs = {next(iter(o)) for o in stage["outs"]}
+        assert record <= set(stage["deps"]) and not record & outs  # the round's record is read, never rewritten
+        assert stage["cmd"].endswith("--set ROUND=replay")  # a lost record fails the stage: no silent new study
+
+
+def test_a_round_without_its_revealed_secret_is_frozen():
+    notebook = REPO / "notebooks" / "08_search_in_the_arena.ipynb"
+    tracked = pipeline.tracked_files(REPO)
+    stages = {s.name: s for s in pipeline.notebook_stages(notebook, tracked - {
+        "figures/samples/08_search_arena_B_offline_revealed_secret.txt"})}
+    assert stages["08_search_in_the_arena"].kind == "replay" and not stages["08_search_in_the_arena"].frozen
+    hidden = stages["08_search_in_the_arena_B_offline"]
+    assert hidden.kind == "round" and hidden.frozen and "ROUND" not in hidden.cmd
+    assert "figures/samples/08_search_arena_B_offline_ledger.jsonl" in hidden.outs  # a new study writes its record
+
+
+def test_make_reproduce_reruns_only_what_dvc_yaml_allows():
+    declared = _declared()
     assert declared["06_latency"]["meta"]["kind"] == "measurement"
     dry = subprocess.run(["make", "-n", "reproduce", "FORCE=1", f"VENV={sys.prefix}"], cwd=REPO, capture_output=True,
                          text=True, check=True).stdout

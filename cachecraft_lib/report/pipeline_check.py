@@ -6,7 +6,8 @@ or an output the lock never recorded: not there yet, a file the stage writes sin
 run from before the stage declared it); or EDITED (a committed output no longer matches the hash the lock recorded: changed by hand, or regenerated
 without the pipeline). Only EDITED outputs, or a ``dvc.yaml`` that no longer matches the notebooks' imports, make
 the check fail: a stale output is the normal state between a code change and the next ``make reproduce``.
-Measurements (notebook 06) and arena rounds (notebook 08, frozen) are reported as such.
+Measurements (notebook 06) and arena rounds (notebook 08: replayed when revealed, frozen otherwise) are reported
+as such.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from pathlib import Path
 from ..paths import REPO
 
 KIND_NOTE = {"measurement": "a measurement: a rerun records new timings (never the same bytes)",
-             "round": "an arena round, frozen: `make reproduce` leaves it (a rerun would draw a fresh secret)"}
+             "round": "an arena round, frozen: `make reproduce` leaves it (a rerun would draw a fresh secret)",
+             "replay": "an arena round replayed with its revealed secret and committed plan (a reproduction)"}
 
 
 @dataclass
