@@ -36,6 +36,15 @@ LIBRARY = Path(__file__).resolve().parents[1]  # cachecraft_lib/
 VERSIONED = ("torch", "transformers", "kvpress", "numpy", "pandas")
 
 
+def shared_rows_folder(profile: str) -> Path:
+    """The profile's default arena folder, where ``Arena(profile)`` keeps its baselines' dev rows: an arena in a
+    scratch folder passes it as ``rows_root`` to read rows another run kept. Safe to share between notebooks
+    because a row is reused only under the key above, which names everything that made it."""
+    from ..paths import results_dir
+
+    return results_dir("arena", profile)
+
+
 @lru_cache(maxsize=1)
 def code_fingerprint() -> str:
     """A digest of every library file (path and bytes: the code, the board and profile files, the RULER generator's
