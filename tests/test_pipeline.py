@@ -244,3 +244,16 @@ def test_the_check_names_what_a_module_change_stales_and_what_was_edited_by_hand
     assert any(line.startswith("STALE   02_frc") and f"not yet made: {never_made}" in line for line in lines)
     assert any(line.startswith("STALE   02_frc") and f"not in dvc.lock yet: {unrecorded}" in line for line in lines)
     print(json.dumps(lines, indent=1))
+
+
+def test_the_check_says_busy_while_a_reproduce_holds_the_lock(monkeypatch, capsys):
+    from dvc.lock import LockError
+
+    from cachecraft_lib.report import pipeline_check
+
+    def locked(*args, **kwargs):
+        raise LockError("'figures/x' is busy, it is being blocked by: (PID 1): dvc repro")
+
+    monkeypatch.setattr(pipeline_check, "check", locked)
+    assert pipeline_check.run() == 2
+    assert "a `make reproduce` (dvc repro) is running" in capsys.readouterr().out

@@ -154,8 +154,16 @@ def check(root: Path = REPO, verify_yaml: bool = True) -> Report:
 
 
 def run(root: Path = REPO) -> int:
-    """Print the check and return its exit status (1: an output does not match the lock, or dvc.yaml is out of date)."""
-    report = check(root)
+    """Print the check and return its exit status (1: an output does not match the lock, or dvc.yaml is out of date;
+    2: a ``dvc repro`` holds the pipeline's lock, so its outputs are half written and nothing can be said yet)."""
+    from dvc.lock import LockError
+
+    try:
+        report = check(root)
+    except LockError:
+        print("the pipeline is busy: a `make reproduce` (dvc repro) is running in this checkout and rewriting its "
+              "outputs; check again when it has finished")
+        return 2
     for line in describe(report):
         print(line)
     stale = sum(s.stale for s in report.stages)
