@@ -110,12 +110,6 @@ def test_a_replay_needs_an_arena_of_its_own():
         round_replay.check_fresh_arena([{"kind": "baseline", "payload": {}}])
 
 
-def test_the_pipeline_names_the_same_record():
-    from cachecraft_lib.report import pipeline
-
-    assert pipeline.RECORD_SUFFIXES == round_replay.RECORD_SUFFIXES
-
-
 def test_the_mode():
     found = committed_round(SAMPLES, STEMS[0])
     assert resolve_mode("auto", found, sizes_given=False) == "replay"
@@ -129,3 +123,9 @@ def test_the_mode():
         resolve_mode("replay", None, sizes_given=False)
     with pytest.raises(ValueError, match="ROUND must be"):
         resolve_mode("again", found, sizes_given=False)
+
+
+def test_the_pipeline_names_the_same_record():
+    from cachecraft_lib.report import pipeline
+
+    assert pipeline.RECORD_SUFFIXES == round_replay.RECORD_SUFFIXES

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..paths import NOTEBOOKS, REPO
+from ..search.round_replay import RECORD_SUFFIXES
 from .pipeline_deps import data_files, module_files, notebook_modules, tracked_files
 from .pipeline_outs import notebook_outputs
 from .pipeline_reads import notebook_reads
@@ -40,7 +41,6 @@ ROUNDS = {"08_search_in_the_arena": ("08_search_arena", "an arena round not reve
                                      "secret (a new study), so `make reproduce` leaves it")}
 REPLAY_WHY = ("an arena round replayed with its revealed secret and its committed plan (search.round_replay): a "
               "reproduction of that study; `--set ROUND=new` is a new study")
-RECORD_SUFFIXES = ("_ledger.jsonl", "_ledger.pub", "_revealed_secret.txt")  # as search.round_replay names them
 
 
 @dataclass

@@ -15,10 +15,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..arena.boards import splits
-from ..arena.scoring.ledger import Ledger
-
-RECORD_SUFFIXES = ("_ledger.jsonl", "_ledger.pub", "_revealed_secret.txt")  # a round's record, never regenerated
+# a round's record, never regenerated (the pipeline reads this name without the arena: its imports stay local)
+RECORD_SUFFIXES = ("_ledger.jsonl", "_ledger.pub", "_revealed_secret.txt")
 MODES = ("auto", "replay", "new")
 
 
@@ -47,6 +45,9 @@ def committed_round(samples: Path, stem: str, round_: int = 1) -> CommittedRound
     """The revealed round ``stem`` in ``samples``; ``None`` when no revealed secret is committed for it. Raises
     ``ReplayRefused`` when the record is there but broken (a ledger whose signatures fail, a secret that does not
     match the round's commitment, no plan before the round)."""
+    from ..arena.boards import splits
+    from ..arena.scoring.ledger import Ledger
+
     ledger_file, public_file, secret_file = record_files(samples, stem)
     if not secret_file.is_file():
         return None
