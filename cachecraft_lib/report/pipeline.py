@@ -19,10 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..paths import NOTEBOOKS, REPO
-from ..search.round_replay import RECORD_SUFFIXES
 from .pipeline_deps import data_files, module_files, notebook_modules, tracked_files
 from .pipeline_outs import notebook_outputs
 from .pipeline_reads import notebook_reads
+
+# a round's record (search.round_replay.RECORD_SUFFIXES; a copy, since report must not import search: the
+# house allows search -> report only; tests/test_round_replay.py keeps the two equal)
+RECORD_SUFFIXES = ("_ledger.jsonl", "_ledger.pub", "_revealed_secret.txt")
 
 PROFILE = "cpu"  # the profile whose outputs are committed (paths.COMMITTED_PROFILE)
 FIGURES_SAMPLES = "figures/samples"
