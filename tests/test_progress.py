@@ -84,6 +84,12 @@ def test_a_quiet_run_prints_nothing_and_still_records(tmp_path, capfd):
     assert "[00_tiny]" not in captured.out and "KeyboardInterrupt" not in captured.err
 
 
+def test_a_run_given_parameters_is_a_row_of_its_own():
+    assert run_timings.run_name("08_search", {}) == "08_search"
+    assert run_timings.run_name("08_search", {"ROUND": "replay", "BOARD": "B_offline"}) == \
+        "08_search BOARD=B_offline ROUND=replay"
+
+
 def test_timings_table_keeps_the_latest_run_per_notebook(tmp_path):
     path = tmp_path / "timings.csv"
     for name, seconds, status in (("03_grid", 100, "failed"), ("00_a", 5, "ok"), ("03_grid", 90, "ok")):

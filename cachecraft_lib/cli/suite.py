@@ -30,6 +30,7 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     revision = run_timings.commit()
     print(f"cachecraft reproduce: profile {args.profile}, {len(books)} notebook(s); timings -> {log}", flush=True)
     total = time.time()
+    named = {book: run_timings.run_name(book.stem, parameters) for book in books}
     for number, book in enumerate(books, start=1):
         print(f"  [{number}/{len(books)}] running {book.name} (all at {_clock(time.time() - total)}) ...", flush=True)
         start, load = time.time(), run_timings.load()
@@ -37,10 +38,10 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
             run = run_notebook(book, args.profile, out_dir=out, figures=args.figures, progress=not args.quiet,
                                parameters=parameters)
         except NotebookFailed as err:
-            run_timings.append(log, args.profile, book.stem, time.time() - start, "failed", load, revision)
+            run_timings.append(log, args.profile, named[book], time.time() - start, "failed", load, revision)
             print(f"FAILED: {err}", file=sys.stderr)
             return 1
-        run_timings.append(log, args.profile, book.stem, run.seconds, "ok", load, revision)
+        run_timings.append(log, args.profile, named[book], run.seconds, "ok", load, revision)
         print(f"  done    {book.name} in {_clock(run.seconds)} -> {run.executed}", flush=True)
     print(f"all notebooks ran in {_clock(time.time() - total)}; per notebook: {log}")
     if run_timings.update_doc(args.profile):

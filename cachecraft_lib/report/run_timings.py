@@ -49,6 +49,12 @@ def commit() -> str:
         return "unknown"
 
 
+def run_name(notebook: str, parameters: dict | None = None) -> str:
+    """A run's name in the timings: the notebook, then the parameters it was given (``--set``), so that notebook 08
+    on board B_offline is a row of its own, not board A's latest."""
+    return notebook + "".join(f" {k}={v}" for k, v in sorted((parameters or {}).items()))
+
+
 def append(path: Path, profile: str, notebook: str, seconds: float, status: str, load_before: float,
            revision: str) -> None:
     """One row for one notebook's run (the file and its header are created on the first)."""
