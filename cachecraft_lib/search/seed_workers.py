@@ -60,34 +60,47 @@ class SeedWork:
 
 @dataclass
 class _Fitnesses:
-    """A process's fitness and chooser, built when first needed and kept for its later steps."""
+    """A process's arena (one model), fitness and chooser, built when first needed and kept for its later steps."""
 
     settings: StudySettings | None = None
+    arena: Any = None
     built: dict[str, Any] = field(default_factory=dict)
 
 
 _MINE = _Fitnesses()
 
 
-def default_workers(seeds: int) -> int:
-    """One worker per core this process may use, at most one per seed."""
+def default_workers(seeds: int, profile: str = "cpu") -> int:
+    """One worker per core this process may use (its CPU affinity; a cgroup's CPU quota is not read), at most one
+    per seed; one on a CUDA profile, where every worker would hold its own copy of the model on the one GPU."""
+    from ..profiles import get_profile
+
+    if get_profile(profile).device == "cuda":
+        return 1
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return max(1, min(seeds, cores))
 
 
-def seed_study(settings: StudySettings, random_seeds: list[int], workers: int | None = None) -> dict[int, SeedWork]:
+def seed_study(settings: StudySettings, random_seeds: list[int], workers: int | None = None,
+               arena: Any = None) -> dict[int, SeedWork]:
     """Every seed's search, control and picks (``workers``: processes side by side; None: ``default_workers``,
-    1: this process, one step after another). Returns each seed's ``SeedWork``, in ``random_seeds``' order."""
+    1: this process, one step after another). ``arena``: the caller's, at ``settings.root`` (its model and kept
+    rows serve the dev baselines and, with one worker, every step), else one is made. Returns each seed's
+    ``SeedWork``, in ``random_seeds``' order."""
     if not random_seeds or len(set(random_seeds)) != len(random_seeds):
         raise ValueError(f"give distinct random seeds, got {random_seeds}")
-    workers = default_workers(len(random_seeds)) if workers is None else int(workers)
+    workers = default_workers(len(random_seeds), settings.profile) if workers is None else int(workers)
     if workers < 1:
         raise ValueError(f"workers must be at least 1, got {workers}")
+    arena = arena or _arena(settings)
     with dev_only():  # the secret unreachable here and in every worker started from here
-        arena = _arena(settings)
         arena.dev_baselines(arena.board(settings.board))  # once, here, before the workers read them
         if workers == 1:
-            works = {s: _chain_here(settings, s) for s in random_seeds}
+            _MINE.settings, _MINE.arena, _MINE.built = settings, arena, {}
+            try:
+                works = {s: _chain_here(settings, s) for s in random_seeds}
+            finally:  # the fitnesses hold prefills and features: not kept in the caller's process
+                _MINE.settings, _MINE.arena, _MINE.built = None, None, {}
         else:
             works = _chains_on_pool(settings, random_seeds, workers)
     return {s: works[s] for s in random_seeds}
@@ -109,15 +122,15 @@ def _chains_on_pool(settings: StudySettings, random_seeds: list[int], workers: i
     from .random_control import search_budget
 
     works: dict[int, SeedWork] = {}
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+    pool = worker_pool(workers)
+    try:
         pending: dict[Future, tuple[str, int]] = {pool.submit(search_step, settings, s): ("search", s)
                                                    for s in random_seeds}
         while pending:
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in done:
                 step, s = pending.pop(future)
-                value = _result(future, step, s, pending)
+                value = _result(future, step, s, settings)
                 if step == "search":
                     works[s] = SeedWork(s, value, budget=search_budget(value))
                     pending[pool.submit(control_step, settings, s, works[s].budget)] = ("control", s)
@@ -129,18 +142,50 @@ def _chains_on_pool(settings: StudySettings, random_seeds: list[int], workers: i
                     works[s].chosen = value
                 else:
                     works[s].control_chosen = value
+    except BaseException:  # a failed step, an interrupt: stop the other steps now rather than after them
+        _stop(pool)
+        raise
+    pool.shutdown(wait=True)
     return works
 
 
-def _result(future: Future, step: str, s: int, pending: dict[Future, tuple[str, int]]) -> Any:
-    """The step's value, or a clear stop: the other steps are cancelled, the finished runs kept."""
+def worker_pool(workers: int) -> ProcessPoolExecutor:
+    """``workers`` spawned processes (never forked from one holding the model), each with the guard installed and
+    torch on the search's thread count before it runs anything."""
+    return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_worker_start)
+
+
+def _worker_start() -> None:
+    import torch
+
+    from .threads import THREADS
+
+    install()  # for the worker's life: it never needs the secret
+    torch.set_num_threads(THREADS)
+
+
+def _stop(pool: ProcessPoolExecutor) -> None:
+    """Cancel the queued steps and end the running ones (their workers), without waiting for them."""
+    processes = list(getattr(pool, "_processes", {}).values())  # CPython's pool has no public way to end a worker
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        process.terminate()
+
+
+def _result(future: Future, step: str, s: int, settings: StudySettings) -> Any:
+    """The step's value, or a clear stop naming the seed, the step and where the finished runs are."""
+    from concurrent.futures.process import BrokenProcessPool
+
     try:
         return future.result()
+    except BrokenProcessPool as err:
+        raise RuntimeError(f"a worker died while random seed {s}'s {step} was among the steps running ({err}); "
+                           "often memory: rerun with fewer workers (SEED_WORKERS, 1 runs here); the finished "
+                           f"runs are in {settings.out}") from err
     except Exception as err:
-        for other in pending:
-            other.cancel()
         raise RuntimeError(f"random seed {s}'s {step} failed in its worker ({type(err).__name__}: {err}); the "
-                           "finished runs are in their folders: fix the cause and rerun the study") from err
+                           f"finished runs are in {settings.out}: fix the cause and rerun the study") from err
 
 
 def _arena(settings: StudySettings) -> Any:
@@ -155,11 +200,11 @@ def _fitness(settings: StudySettings, which: str) -> Any:
     the selection half (``"selection"``, gate 0), built once per study behind the guard."""
     from .seeds import seed_path
 
-    install()  # a no-op where in place; a worker gets it here, before anything is loaded
+    install()  # a no-op where in place (a worker's initializer, or the caller's guard)
     if _MINE.settings != settings:
-        _MINE.settings, _MINE.built = settings, {}
+        _MINE.settings, _MINE.arena, _MINE.built = settings, None, {}
     if which not in _MINE.built:
-        arena = _arena(settings)
+        arena = _MINE.arena = _MINE.arena or _arena(settings)  # one arena, so one model, for both fitnesses
         if which == "search":
             _MINE.built[which] = dev_fitness(settings.board, settings.profile, root=settings.root, arena=arena,
                                              seed_program=seed_path(settings.seed_program),
