@@ -32,22 +32,17 @@ def board_searches(board: str, seed: str, random_seeds: list[int], generations: 
                    ray: str | None = None, cpus_per_task: float = 1, max_retries: int = 1,
                    progress: bool = True, contexts: list[str] | None = None,
                    plan_event: dict | None = None, engine: str | None = None, iterations: int | None = None,
-                   islands: int | None = None, arena: Any = None, fitness: Any = None) -> pd.DataFrame:
+                   islands: int | None = None) -> pd.DataFrame:
     """Run ``board_search`` once per random seed; ``ray``: None runs them here one after another, ``"local"`` on a
     local Ray cluster, an address on that cluster. Returns (and writes to ``out_dir/seeds.csv``) one row per seed:
     ``random_seed``, ``run`` (its folder), ``best`` (its best dev fitness) and ``error`` (a failed Ray task).
     ``contexts``: the dev contexts of the fitness (the search half); ``plan_event``: the runs' recorded plan;
     ``engine``, ``iterations``, ``islands``: as ``board_search`` takes them (its defaults when None).
-    ``arena``: the caller's (its folder, and its kept baseline rows: ``Arena(rows_root=...)``), else one at ``root``;
-    ``fitness``: the caller's ``BoardFitness`` for the runs (serial only), so that what it computed (prefills,
-    features, answers) serves the caller's other work on the same items too, e.g. random search at the same budget.
     Every run, here or in a Ray worker, runs behind the dev-only guard (``dev_only``)."""
     from ..arena.arena import Arena
 
     if not random_seeds or len(set(random_seeds)) != len(random_seeds):
         raise ValueError(f"give distinct random seeds, got {random_seeds}")
-    if fitness is not None and ray is not None:
-        raise ValueError("a fitness given is this process's: Ray's workers build their own (leave fitness unset)")
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     args = dict(board=board, seed=seed, generations=generations, population=population, profile=profile,
@@ -55,18 +50,19 @@ def board_searches(board: str, seed: str, random_seeds: list[int], generations: 
                 engine_args={k: v for k, v in dict(engine=engine, iterations=iterations, islands=islands).items()
                              if v is not None})
     with dev_only():  # the secret unreachable here and in every process started from here (Ray's workers)
-        arena = arena or Arena(profile=profile, root=root, progress=False)
+        arena = Arena(profile=profile, root=root, progress=False)
         arena.dev_baselines(arena.board(board))  # once, before the runs: every run (and worker) reads them
         args["root"] = str(arena.root)
-        errors = _serial(out, random_seeds, args, progress, fitness) if ray is None else \
+        errors = _serial(out, random_seeds, args, progress) if ray is None else \
             _on_ray(out, random_seeds, args, ray, cpus_per_task, max_retries, progress)
     table = pd.DataFrame([_summary(out, board, seed, s, errors.get(s)) for s in random_seeds])
     table.to_csv(out / "seeds.csv", index=False)
     return table
 
 
-def _serial(out: Path, random_seeds: list[int], args: dict, progress: bool, fitness: Any = None) -> dict[int, str]:
+def _serial(out: Path, random_seeds: list[int], args: dict, progress: bool) -> dict[int, str]:
     """The runs one after another, sharing one fitness (every prefill and feature computed once)."""
+    fitness = None
     for s in random_seeds:
         fitness = _search(random_seed=s, out=str(run_folder(out, args["board"], args["seed"], s)), fitness=fitness,
                           progress=progress, **args)[1]
