@@ -148,3 +148,27 @@ def test_the_commit_label_ignores_the_outputs_a_run_rewrites(tmp_path, monkeypat
     assert not run_timings.commit().endswith("+changes")
     (tmp_path / "code.py").write_text("2")
     assert run_timings.commit().endswith("+changes")
+
+
+def test_reproduce_records_a_run_given_parameters_under_its_own_name(tmp_path, monkeypatch):
+    """`cachecraft reproduce --set ...` writes its timings row under the notebook's name and its parameters (the
+    notebook itself is not run here: the suite's wiring is what is checked)."""
+    from types import SimpleNamespace
+
+    from cachecraft_lib.cli import main
+
+    book = tmp_path / "08_search.ipynb"
+    seen = {}
+
+    def fake_run(path, profile, **kwargs):
+        seen.update(kwargs["parameters"])
+        return SimpleNamespace(seconds=12.5, executed=tmp_path / "out" / path.name)
+
+    monkeypatch.setattr("cachecraft_lib.report.notebooks.list_notebooks", lambda only=None: [book])
+    monkeypatch.setattr("cachecraft_lib.report.notebooks.run_notebook", fake_run)
+    monkeypatch.setattr(run_timings, "timings_path", lambda profile: tmp_path / "runs" / profile / "timings.csv")
+    monkeypatch.setattr(run_timings, "update_doc", lambda profile: False)
+    assert main(["reproduce", "--profile", "smoke", "--set", "ROUND=replay", "--set", "BOARD=B_offline"]) == 0
+    assert seen == {"ROUND": "replay", "BOARD": "B_offline"}
+    rows = run_timings.latest(tmp_path / "runs" / "smoke" / "timings.csv")
+    assert [(r["notebook"], r["seconds"]) for r in rows] == [("08_search BOARD=B_offline ROUND=replay", "12.5")]
