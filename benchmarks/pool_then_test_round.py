@@ -67,13 +67,12 @@ def main() -> None:
     secret_file = scratch / "secret"
     secret_file.write_text(secrets.token_bytes(32).hex())
     secret_file.chmod(0o600)
-    runs = iter(range(100))
-    test_run(args.profile, scratch / f"arena{next(runs)}", secret_file)  # the baselines' test rows, once
-    base = test_run(args.profile, scratch / f"arena{next(runs)}", secret_file)
+    test_run(args.profile, scratch / "arena-baselines", secret_file)  # the baselines' test rows, once
+    base = test_run(args.profile, scratch / "arena-before", secret_file)
     print(f"test run before any study: {base:.1f} s (1.00)", flush=True)
-    for workers in (2, 1, 2):
+    for turn, workers in enumerate((2, 1, 2)):
         took = study(args.profile, scratch, workers)
-        after = test_run(args.profile, scratch / f"arena{next(runs)}", secret_file)
+        after = test_run(args.profile, scratch / f"arena-after-{turn}", secret_file)
         print(f"study in {workers} worker(s) {'(spawned)' if workers > 1 else '(this process)'}: {took:.1f} s; "
               f"test run after it: {after:.1f} s ({after / base:.2f}); load {os.getloadavg()[0]:.2f}", flush=True)
 
